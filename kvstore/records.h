@@ -1,0 +1,67 @@
+// Value codecs of the metadata LSM. Each encoding starts with a version byte;
+// decoders reject short, long or unknown-version input with Corruption.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vlog/format.h"
+#include "vlog/status.h"
+
+namespace sepfs::kv {
+
+struct Timespec {
+  int64_t sec = 0;
+  uint32_t nsec = 0;
+  bool operator==(const Timespec&) const = default;
+};
+
+struct InodeRecord {
+  uint64_t ino = 0;
+  uint32_t mode = 0;   // type and permission bits, as st_mode
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t rdev = 0;
+  uint64_t blocks = 0;  // 512-byte units allocated (st_blocks)
+  Timespec atime, mtime, ctime;
+  bool operator==(const InodeRecord&) const = default;
+};
+std::string EncodeInode(const InodeRecord& r);
+sepfs::Status DecodeInode(std::string_view src, InodeRecord* r);
+
+struct DirEntry {
+  uint64_t ino = 0;
+  uint32_t type = 0;  // S_IFMT bits of the child's mode
+  bool operator==(const DirEntry&) const = default;
+};
+std::string EncodeDirEntry(const DirEntry& e);
+sepfs::Status DecodeDirEntry(std::string_view src, DirEntry* e);
+
+// Value of a block key: a pointer into the vLog.
+std::string EncodeBlockValue(const vlog::BlockPtr& p);
+sepfs::Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p);
+
+constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
+constexpr uint32_t kMetaFormatVersion = 1;
+
+// Fixed at mkfs.
+struct Superblock {
+  uint64_t magic = kSuperMagic;
+  uint32_t version = kMetaFormatVersion;
+  uint32_t block_size = 64 * 1024;   // logical block size of files, bytes
+  uint64_t segment_size = 64ull << 20;
+  uint64_t capacity = 0;             // byte limit of the store; 0 = free space below
+  int64_t created = 0;               // seconds since the epoch
+  std::string uuid;                  // 16 random bytes, hex
+};
+std::string EncodeSuperblock(const Superblock& s);
+// Rejects a wrong magic with Corruption and a newer version with
+// errno EPROTONOSUPPORT ("store format version N is newer than M").
+sepfs::Status DecodeSuperblock(std::string_view src, Superblock* s);
+
+}  // namespace sepfs::kv

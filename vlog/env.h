@@ -1,0 +1,109 @@
+// Env: the one seam through which sepfs touches the disk.
+//
+// Every file operation of the vLog (and of the tools) goes through an Env, so
+// a test can override a single call (fail the Nth write, return ENOSPC, drop
+// unsynced data) by deriving from EnvWrapper. Env::Default() is the POSIX one.
+// Files and directories are created owner-only (0600 / 0700) whatever the
+// umask, because the store holds every user's bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vlog/status.h"
+
+namespace sepfs {
+
+// An open file. The descriptor is closed by the destructor.
+// Read and Write are positional and thread-safe.
+class File {
+ public:
+  virtual ~File() = default;
+  // Reads up to n bytes at off into buf; *got < n only at end of file.
+  virtual Status Read(uint64_t off, size_t n, char* buf, size_t* got) = 0;
+  // Writes all of data at off (loops over short writes).
+  virtual Status Write(uint64_t off, std::string_view data) = 0;
+  // fdatasync.
+  virtual Status Sync() = 0;
+  virtual Status Size(uint64_t* size) = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  // Frees the byte range (fallocate PUNCH_HOLE|KEEP_SIZE); reads then see zeros.
+  virtual Status PunchHole(uint64_t off, uint64_t len) = 0;
+  // posix_fadvise hint; failures are ignored.
+  virtual void Advise(uint64_t off, uint64_t len, int advice) = 0;
+  virtual const std::string& path() const = 0;
+};
+
+// Held while a store is in use; the lock is released by the destructor.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+enum class OpenMode {
+  kRead,            // must exist
+  kReadWrite,       // must exist
+  kCreate,          // read-write, created if missing
+  kCreateExclusive  // read-write, EEXIST if present
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // The process-wide POSIX Env. Never deleted.
+  static Env* Default();
+
+  virtual Status OpenFile(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) = 0;
+  virtual Status CreateDir(const std::string& path) = 0;  // EEXIST if present
+  virtual Status RemoveFile(const std::string& path) = 0;
+  virtual Status RemoveDir(const std::string& path) = 0;
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // Names in dir, without "." and "..", unsorted.
+  virtual Status ListDir(const std::string& dir, std::vector<std::string>* names) = 0;
+  // fsync of the directory itself, so new or removed entries are durable.
+  virtual Status SyncDir(const std::string& dir) = 0;
+  // OK if path exists; NotFound otherwise.
+  virtual Status Exists(const std::string& path) = 0;
+  // Exclusive non-blocking lock (flock) on path, created if missing.
+  // Returns errno EBUSY with a clear message when another process holds it.
+  virtual Status LockFile(const std::string& path, std::unique_ptr<FileLock>* out) = 0;
+  // Bytes available to an unprivileged writer, and total bytes, of the
+  // filesystem holding path (statvfs).
+  virtual Status FreeSpace(const std::string& path, uint64_t* avail, uint64_t* total) = 0;
+};
+
+// Forwards every call to a target Env; override just what a test needs.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Status OpenFile(const std::string& p, OpenMode m, std::unique_ptr<File>* out) override {
+    return target_->OpenFile(p, m, out);
+  }
+  Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
+  Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
+  Status RemoveDir(const std::string& p) override { return target_->RemoveDir(p); }
+  Status RenameFile(const std::string& f, const std::string& t) override {
+    return target_->RenameFile(f, t);
+  }
+  Status ListDir(const std::string& d, std::vector<std::string>* n) override {
+    return target_->ListDir(d, n);
+  }
+  Status SyncDir(const std::string& d) override { return target_->SyncDir(d); }
+  Status Exists(const std::string& p) override { return target_->Exists(p); }
+  Status LockFile(const std::string& p, std::unique_ptr<FileLock>* out) override {
+    return target_->LockFile(p, out);
+  }
+  Status FreeSpace(const std::string& p, uint64_t* a, uint64_t* t) override {
+    return target_->FreeSpace(p, a, t);
+  }
+
+ private:
+  Env* target_;
+};
+
+}  // namespace sepfs

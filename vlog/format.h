@@ -1,0 +1,110 @@
+// On-disk format of vLog segments and records. All integers little-endian.
+//
+// A segment is an append-only file STORE/vlog/seg-NNNNNNNN.vlog:
+//
+//   +----------------+----------+----------+-----+
+//   | segment header | record 0 | record 1 | ... |
+//   +----------------+----------+----------+-----+
+//
+// Segment header (kSegmentHeaderSize = 64 bytes):
+//   off size field
+//     0    4 magic        kSegmentMagic
+//     4    1 version      kFormatVersion
+//     5    1 stream       Stream the segment was opened for
+//     6    2 reserved     0
+//     8    4 segment_id
+//    12    4 reserved     0
+//    16    8 create_time  seconds since the epoch
+//    24   32 reserved     0
+//    56    8 checksum     XXH3-64 of bytes [0, 56)
+//
+// Record (kRecordHeaderSize = 48 bytes of header, then data_len bytes):
+//   off size field
+//     0    4 magic        kRecordMagic
+//     4    1 version      kFormatVersion
+//     5    1 flags        0 for now
+//     6    2 reserved     0
+//     8    4 data_len     <= kMaxRecordData
+//    12    4 reserved     0
+//    16    8 inode        owning inode ("the key stored with the value")
+//    24    8 block        logical block number within the inode
+//    32    8 seq          vLog-wide sequence number, strictly increasing
+//    40    8 checksum     XXH3-64 of header bytes [0, 40) followed by the data
+//
+// Every field a reader trusts is covered by the checksum; a reader never
+// returns data whose checksum, magic, version, length, inode or block
+// disagree with what it expected (it returns Status::Corruption, errno EIO).
+// See docs/vlog-format.md for the prose specification.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vlog/status.h"
+
+namespace sepfs::vlog {
+
+constexpr uint32_t kSegmentMagic = 0x47455356;  // "VSEG"
+constexpr uint32_t kRecordMagic = 0x43455256;   // "VREC"
+constexpr uint8_t kFormatVersion = 1;
+constexpr size_t kSegmentHeaderSize = 64;
+constexpr size_t kRecordHeaderSize = 48;
+constexpr uint32_t kMaxRecordData = 16u << 20;
+
+// Open segments ("streams") a record can be appended to.
+enum class Stream : uint8_t { kHot = 0, kCold = 1 };
+constexpr int kNumStreams = 2;
+
+struct SegmentHeader {
+  uint8_t stream = 0;
+  uint32_t segment_id = 0;
+  uint64_t create_time = 0;
+};
+
+struct RecordHeader {
+  uint8_t flags = 0;
+  uint32_t data_len = 0;
+  uint64_t inode = 0;
+  uint64_t block = 0;
+  uint64_t seq = 0;
+  uint64_t checksum = 0;  // filled by EncodeRecord, checked by VerifyRecord
+};
+
+// Writes the 64-byte header (checksum included) to dst.
+void EncodeSegmentHeader(const SegmentHeader& h, char* dst);
+// Checks magic, version and checksum of the 64 bytes at src.
+Status DecodeSegmentHeader(const char* src, SegmentHeader* h);
+
+// Writes the 48-byte header for h and data to dst, computing the checksum
+// over the header and data. Returns the checksum (also stored in h->checksum).
+uint64_t EncodeRecordHeader(RecordHeader* h, std::string_view data, char* dst);
+// Parses the 48 bytes at src: magic, version, data_len bound. Does not check
+// the checksum (the data is needed for that).
+Status DecodeRecordHeader(const char* src, RecordHeader* h);
+// Checks h->checksum against the raw header bytes and data.
+Status VerifyRecord(const char* raw_header, const RecordHeader& h, std::string_view data);
+
+// Name of segment `id` inside the vlog directory: "seg-%08u.vlog".
+std::string SegmentFileName(uint32_t id);
+// Parses a segment file name; false if name is not one.
+bool ParseSegmentFileName(std::string_view name, uint32_t* id);
+
+// Where a block's record lives. Stored in the metadata LSM as the value of a
+// block key: segment(4) offset(4) length(4) seq(8) = kBlockPtrEncodedSize.
+struct BlockPtr {
+  uint32_t segment = 0;
+  uint32_t offset = 0;  // of the record header within the segment file
+  uint32_t length = 0;  // data bytes (record size = kRecordHeaderSize + length)
+  uint64_t seq = 0;
+
+  uint64_t record_size() const { return kRecordHeaderSize + uint64_t{length}; }
+  bool operator==(const BlockPtr&) const = default;
+};
+constexpr size_t kBlockPtrEncodedSize = 20;
+void EncodeBlockPtr(const BlockPtr& p, char* dst);
+// False if src is not exactly kBlockPtrEncodedSize bytes.
+bool DecodeBlockPtr(std::string_view src, BlockPtr* p);
+
+}  // namespace sepfs::vlog

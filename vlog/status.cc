@@ -1,0 +1,26 @@
+#include "vlog/status.h"
+
+#include <cstring>
+
+namespace sepfs {
+
+Status& Status::operator=(const Status& other) {
+  if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+  return *this;
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string out = rep_->kind == Kind::kCorruption ? "corruption" : std::strerror(rep_->err);
+  if (!rep_->msg.empty()) out += ": " + rep_->msg;
+  return out;
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok()) return Status();
+  std::string msg(context);
+  if (!rep_->msg.empty()) msg += ": " + rep_->msg;
+  return Status(rep_->err, rep_->kind, msg);
+}
+
+}  // namespace sepfs

@@ -1,0 +1,133 @@
+// ValueLog: append-only segments holding file data blocks.
+//
+// Records are appended to one open segment per Stream through an in-memory
+// append buffer; an appended record is readable at once (from the buffer)
+// and reaches the segment file on Flush() or when the buffer fills. A
+// segment is sealed when the next record would exceed segment_size; a new
+// one is created for that stream. Segments that existed when the ValueLog
+// was opened are never appended to again (a torn tail stays unreferenced).
+//
+// Liveness accounting: each segment has a live byte count. Append() counts
+// the new record live; Release() moves a record to garbage; AddLive() is for
+// rebuilding counts from the metadata at mount. garbage = bytes written to
+// the segment (header excluded) - live.
+//
+// Durability order: callers Flush() before writing metadata that points to
+// new records (survives a process kill), and Sync() before making such
+// metadata durable (survives power loss; also syncs the vlog directory when
+// segments were created).
+//
+// Thread safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vlog/env.h"
+#include "vlog/format.h"
+#include "vlog/status.h"
+
+namespace sepfs::vlog {
+
+struct Options {
+  Env* env = nullptr;                       // nullptr: Env::Default()
+  uint64_t segment_size = 64ull << 20;      // seal a segment past this size
+  size_t append_buffer_size = 1u << 20;     // per stream; written out when full
+};
+
+struct SegmentInfo {
+  uint32_t id = 0;
+  Stream stream = Stream::kHot;
+  bool open = false;           // currently appended to
+  uint64_t size = 0;           // bytes in the segment, header and buffer included
+  uint64_t live_bytes = 0;     // bytes of records still referenced
+  uint64_t garbage_bytes = 0;  // size - header - live
+};
+
+struct Stats {
+  uint64_t records_appended = 0;
+  uint64_t bytes_appended = 0;     // record bytes, headers included
+  uint64_t records_read = 0;
+  uint64_t bytes_read = 0;         // bytes requested from segment files
+  uint64_t preads = 0;             // pread calls issued by Read/ReadMany
+  uint64_t checksum_errors = 0;    // records that failed verification
+};
+
+// One request of ReadMany.
+struct ReadRequest {
+  BlockPtr ptr;
+  uint64_t inode = 0;  // expected owner
+  uint64_t block = 0;  // expected block number
+  char* buf = nullptr; // receives ptr.length bytes
+  Status status;       // per-request result
+};
+
+// Callback of ScanSegment: a record at `ptr` with its header and data. A
+// record that fails verification is reported with a non-OK status (data
+// may be empty) and scanning stops after it. Return false to stop.
+using ScanFn = std::function<bool(const BlockPtr& ptr, const RecordHeader& h,
+                                  std::string_view data, const Status& st)>;
+
+class ValueLog {
+ public:
+  // Opens (creating if missing, mode 0700) the segment directory `dir`.
+  // Reads every segment header, learns the highest sequence number by
+  // scanning the newest segment of each stream, and starts new segments for
+  // appends. All live counts start at zero (see AddLive).
+  static Status Open(const Options& options, const std::string& dir,
+                     std::unique_ptr<ValueLog>* out);
+  ~ValueLog();  // Flushes buffers (errors are logged).
+
+  // Appends a record for (inode, block) with `data` to `stream` and returns
+  // where it lives. data.size() <= kMaxRecordData.
+  Status Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
+                BlockPtr* ptr);
+
+  // Reads the record at ptr into buf (ptr.length bytes), checking magic,
+  // checksum, length, inode, block and seq. Mismatch: Corruption (EIO), the
+  // location is logged and counted. Unknown segment or offset past the end:
+  // Corruption too.
+  Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
+
+  // Reads several records; requests whose records are physically adjacent
+  // in the same segment are served by one pread. Returns the first error;
+  // each request's own status says which failed.
+  Status ReadMany(std::span<ReadRequest> reqs);
+
+  // Writes all append buffers to their segment files.
+  Status Flush();
+  // Flush(), then fdatasync every segment written since the last Sync and
+  // fsync the directory if segments were created.
+  Status Sync();
+
+  // The record at ptr is no longer referenced: its bytes become garbage.
+  void Release(const BlockPtr& ptr);
+  // Counts the record at ptr as live (rebuilding counts at mount).
+  void AddLive(const BlockPtr& ptr);
+  // Zeroes every live count (before a rebuild with AddLive).
+  void ResetLive();
+
+  std::vector<SegmentInfo> Segments() const;
+  Stats stats() const;
+  // Total bytes of all segment files (buffers included).
+  uint64_t TotalBytes() const;
+
+  // Reads segment `id` front to back (sequentially, fadvise SEQUENTIAL),
+  // calling fn for each record; for fsck and GC.
+  Status ScanSegment(uint32_t id, const ScanFn& fn);
+
+  const std::string& dir() const;
+
+  class Impl;
+
+ private:
+  explicit ValueLog(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sepfs::vlog
