@@ -1,0 +1,189 @@
+#include "fs/daemon.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "fs/filesystem.h"
+#include "fs/fuse_ops.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+Status CheckMountpoint(const std::string& mnt) {
+  struct stat st;
+  if (::stat(mnt.c_str(), &st) != 0) return Status::FromErrno(errno, mnt + ": mountpoint");
+  if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, mnt + ": mountpoint");
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(mnt.c_str()), ::closedir);
+  if (!d) return Status::FromErrno(errno, mnt + ": mountpoint");
+  while (struct dirent* e = ::readdir(d.get())) {
+    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) {
+      return Status::FromErrno(ENOTEMPTY, mnt + ": mountpoint is not empty");
+    }
+  }
+  return Status::OK();
+}
+
+// The daemon keeps one descriptor per segment: raise the soft limit.
+void RaiseFileLimit() {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+// Tells the waiting parent how start-up went (background mode).
+class StartupPipe {
+ public:
+  StartupPipe() = default;
+  ~StartupPipe() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void Set(int fd) { fd_ = fd; }
+  void Report(char code) {
+    if (fd_ < 0) return;
+    (void)!::write(fd_, &code, 1);
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+void DetachStdio(const std::string& store) {
+  int null = ::open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    ::dup2(null, STDIN_FILENO);
+    ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
+  const std::string log = store + "/sepfs.log";
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::dup2(fd, STDERR_FILENO);
+    ::close(fd);
+  }
+}
+
+struct SessionDeleter {
+  void operator()(struct fuse_session* se) const { fuse_session_destroy(se); }
+};
+
+int Serve(const MountRequest& req, StartupPipe* pipe) {
+  FsOptions fo;
+  fo.flush_interval_sec = req.options.flush_interval;
+  fo.read_only = req.options.read_only;
+  fo.store.meta_cache_bytes = static_cast<size_t>(req.options.cache_mb) << 20;
+  std::unique_ptr<Filesystem> fs;
+  Status st = Filesystem::Open(req.store, fo, &fs);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: %s\n", req.store.c_str(),
+                 st.ToString().c_str());
+    return 1;
+  }
+
+  std::vector<std::string> argv_s = {"sepfs"};
+  if (req.debug) argv_s.push_back("-d");
+  std::string opts = "fsname=" + req.store + ",subtype=sepfs";
+  if (req.options.default_permissions) opts += ",default_permissions";
+  for (const auto& o : req.options.passthrough) opts += "," + o;
+  argv_s.push_back("-o");
+  argv_s.push_back(opts);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  FuseContext ctx;
+  ctx.fs = fs.get();
+  ctx.options = req.options;
+  std::unique_ptr<struct fuse_session, SessionDeleter> se(
+      fuse_session_new(&args, SepfsFuseOps(), sizeof(struct fuse_lowlevel_ops), &ctx));
+  fuse_opt_free_args(&args);
+  if (!se) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: bad mount options '%s'\n", req.store.c_str(),
+                 opts.c_str());
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se.get()) != 0) {
+    std::fprintf(stderr, "sepfs: cannot install signal handlers\n");
+    return 1;
+  }
+  if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
+    std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
+                 req.store.c_str(), req.mountpoint.c_str());
+    fuse_remove_signal_handlers(se.get());
+    return 1;
+  }
+  pipe->Report(0);
+  if (!req.foreground) DetachStdio(req.store);
+
+  struct fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(cfg, 0);
+  fuse_loop_cfg_set_max_threads(cfg, req.options.threads);
+  fuse_loop_cfg_set_idle_threads(cfg, req.options.threads);
+  int rc = fuse_session_loop_mt(se.get(), cfg);
+  fuse_loop_cfg_destroy(cfg);
+  fuse_remove_signal_handlers(se.get());
+  fuse_session_unmount(se.get());
+  st = fs->Close();
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: closing %s: %s\n", req.store.c_str(), st.ToString().c_str());
+    return 1;
+  }
+  return rc == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int Mount(const MountRequest& req) {
+  Status st = CheckMountpoint(req.mountpoint);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: %s\n", req.store.c_str(),
+                 st.ToString().c_str());
+    return 1;
+  }
+  RaiseFileLimit();
+  StartupPipe pipe;
+  if (!req.foreground && !req.debug) {
+    // Fork before any thread exists; the parent reports the outcome.
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      std::perror("sepfs: pipe");
+      return 1;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::perror("sepfs: fork");
+      return 1;
+    }
+    if (pid > 0) {
+      ::close(fds[1]);
+      char code = 1;
+      ssize_t n;
+      do {
+        n = ::read(fds[0], &code, 1);
+      } while (n < 0 && errno == EINTR);
+      ::close(fds[0]);
+      return n == 1 && code == 0 ? 0 : 1;
+    }
+    ::close(fds[0]);
+    pipe.Set(fds[1]);
+    ::setsid();
+    if (::chdir("/") != 0) return 1;
+  }
+  int rc = Serve(req, &pipe);
+  pipe.Report(static_cast<char>(rc == 0 ? 0 : 1));
+  return rc;
+}
+
+}  // namespace sepfs::fs

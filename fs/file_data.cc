@@ -1,0 +1,505 @@
+// Filesystem data path: files are arrays of fixed-size logical blocks. A
+// block's bytes live in one vLog record whose pointer is the LSM value of
+// BlockKey(ino, block); a missing pointer is a hole (zeros). Writes go to a
+// per-inode dirty-block cache (partial writes merge with the old block);
+// FlushLocked appends dirty blocks to the hot stream, makes them reach the
+// segment files, then installs their pointers and the inode record in one
+// batch, and only then releases the replaced records (garbage).
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "fs/clock.h"
+#include "fs/filesystem.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
+
+}  // namespace
+
+Status Filesystem::HaveSpace(uint64_t bytes) {
+  const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
+  std::lock_guard<std::mutex> l(space_mu_);
+  if (space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
+      space_avail_ < (256ull << 20)) {
+    uint64_t avail = 0, total = 0;
+    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+    // A reserve keeps room for metadata, compaction and (later) GC.
+    const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
+    space_avail_ = avail > reserve ? avail - reserve : 0;
+    const uint64_t cap = store_->super().capacity;
+    if (cap) {
+      const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+      space_avail_ = std::min(space_avail_, used < cap ? cap - used : 0);
+    }
+    space_checked_at_ = written ? written : 1;
+  }
+  if (bytes > space_avail_) return Status::NoSpace(store_->dir() + ": store is full");
+  space_avail_ -= bytes;
+  return Status::OK();
+}
+
+Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
+  out->clear();
+  const uint64_t start = block * block_size_;
+  if (start >= in->rec.size) return Status::OK();
+  std::string raw;
+  Status st = meta_->Get(kv::BlockKey(in->ino, block), &raw);
+  if (st.IsNotFound()) return Status::OK();
+  SEPFS_RETURN_IF_ERROR(st);
+  vlog::BlockPtr p;
+  SEPFS_RETURN_IF_ERROR(kv::DecodeBlockValue(raw, &p));
+  out->resize(p.length);
+  st = vlog_->Read(p, in->ino, block, out->data());
+  if (!st.ok()) {
+    stats_.read_eio++;
+    out->clear();
+    return st;
+  }
+  out->resize(std::min<uint64_t>(p.length, in->rec.size - start));
+  return Status::OK();
+}
+
+Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data) {
+  if (data.empty()) return Status::OK();
+  if (off + data.size() < off || off + data.size() > MaxFileSize()) {
+    return Status::FromErrno(EFBIG, "write past the maximum file size");
+  }
+  SEPFS_RETURN_IF_ERROR(HaveSpace(data.size()));
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::unique_lock<std::mutex> il(in->mu);
+  if (!S_ISREG(in->rec.mode)) return Status::InvalidArgument("write to a non-regular file");
+  const uint64_t bs = block_size_;
+  uint64_t pos = off;
+  size_t done = 0;
+  while (done < data.size()) {
+    const uint64_t b = pos / bs, boff = pos % bs;
+    const size_t n = std::min<uint64_t>(bs - boff, data.size() - done);
+    auto it = in->dirty.find(b);
+    if (it == in->dirty.end()) {
+      std::string buf;
+      if (!(boff == 0 && n == bs)) SEPFS_RETURN_IF_ERROR(LoadBlock(in.get(), b, &buf));
+      it = in->dirty.emplace(b, std::move(buf)).first;
+      in->dirty_bytes += it->second.size();
+      dirty_total_ += it->second.size();
+    }
+    std::string& buf = it->second;
+    if (buf.size() < boff + n) {
+      in->dirty_bytes += boff + n - buf.size();
+      dirty_total_ += boff + n - buf.size();
+      buf.resize(boff + n, '\0');
+    }
+    std::memcpy(buf.data() + boff, data.data() + done, n);
+    pos += n;
+    done += n;
+  }
+  in->rec.size = std::max<uint64_t>(in->rec.size, off + data.size());
+  in->rec.mtime = in->rec.ctime = Now();
+  in->attr_dirty = true;
+  stats_.user_bytes_written += data.size();
+  if (in->dirty_bytes >= options_.inode_flush_bytes) {
+    SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/false));
+  }
+  if (dirty_total_ > options_.dirty_limit_bytes) {
+    std::lock_guard<std::mutex> l(flusher_mu_);
+    flusher_kick_ = true;
+    flusher_cv_.notify_one();
+  }
+  return Status::OK();
+}
+
+Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* out) {
+  out->clear();
+  InodeRef in;
+  {
+    std::shared_lock<std::shared_mutex> ns(ns_mu_);
+    SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  }
+  std::vector<vlog::ReadRequest> reqs;
+  // Records that only partly fall inside the read are read into scratch.
+  struct Partial {
+    size_t dst;      // offset in *out
+    uint64_t lo;     // first wanted byte within the record
+    uint64_t want;   // bytes to copy
+    std::string scratch;
+  };
+  std::vector<Partial> partial;
+  {
+    std::lock_guard<std::mutex> il(in->mu);
+    if (off >= in->rec.size || size == 0) return Status::OK();
+    const uint64_t n = std::min<uint64_t>(size, in->rec.size - off);
+    out->assign(n, '\0');
+    const uint64_t bs = block_size_;
+    const uint64_t first = off / bs, last = (off + n - 1) / bs;
+    std::map<uint64_t, vlog::BlockPtr> ptrs;
+    Status decode;
+    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, last + 1),
+                                      [&](std::string_view key, std::string_view value) {
+                                        uint64_t i, b;
+                                        vlog::BlockPtr p;
+                                        if (!kv::ParseBlockKey(key, &i, &b) ||
+                                            !kv::DecodeBlockValue(value, &p).ok()) {
+                                          decode = Status::Corruption("bad block pointer");
+                                          return false;
+                                        }
+                                        ptrs[b] = p;
+                                        return true;
+                                      }));
+    SEPFS_RETURN_IF_ERROR(decode);
+    partial.reserve(last - first + 1);
+    for (uint64_t b = first; b <= last; b++) {
+      const uint64_t bstart = b * bs;
+      // Part of block b that the read wants: [lo, hi) within the block.
+      const uint64_t lo = bstart < off ? off - bstart : 0;
+      const uint64_t hi = std::min<uint64_t>(bs, off + n - bstart);
+      const size_t dst = bstart + lo - off;
+      auto d = in->dirty.find(b);
+      if (d != in->dirty.end()) {
+        if (d->second.size() > lo) {
+          std::memcpy(out->data() + dst, d->second.data() + lo,
+                      std::min<uint64_t>(hi, d->second.size()) - lo);
+        }
+        continue;
+      }
+      auto p = ptrs.find(b);
+      if (p == ptrs.end()) continue;  // hole
+      vlog::ReadRequest r;
+      r.ptr = p->second;
+      r.inode = ino;
+      r.block = b;
+      if (lo == 0 && p->second.length <= hi) {
+        r.buf = out->data() + dst;  // whole record lands in place
+      } else {
+        const uint64_t avail = p->second.length > lo ? p->second.length - lo : 0;
+        partial.push_back({dst, lo, std::min(avail, hi - lo), std::string(p->second.length, '\0')});
+        r.buf = partial.back().scratch.data();
+      }
+      reqs.push_back(r);
+    }
+  }
+  // Records are immutable: read them without holding the inode lock.
+  Status st = vlog_->ReadMany(reqs);
+  if (!st.ok()) {
+    stats_.read_eio++;
+    out->clear();
+    return st;
+  }
+  for (const Partial& p : partial) {
+    std::memcpy(out->data() + p.dst, p.scratch.data() + p.lo, p.want);
+  }
+  stats_.user_bytes_read += out->size();
+  return Status::OK();
+}
+
+Status Filesystem::FlushLocked(Inode* in, bool sync) {
+  if (in->dirty.empty() && !in->attr_dirty) {
+    return sync ? vlog_->Sync() : Status::OK();
+  }
+  std::lock_guard<std::mutex> fl(flush_mu_);
+  const uint64_t ino = in->ino;
+  // Old pointers of the dirty blocks: one range scan when they are dense.
+  std::map<uint64_t, vlog::BlockPtr> old;
+  auto note_old = [&](std::string_view key, std::string_view value) {
+    uint64_t i, b;
+    vlog::BlockPtr p;
+    if (kv::ParseBlockKey(key, &i, &b) && kv::DecodeBlockValue(value, &p).ok() &&
+        in->dirty.count(b)) {
+      old[b] = p;
+    }
+    return true;
+  };
+  if (!in->dirty.empty()) {
+    const uint64_t first = in->dirty.begin()->first, last = in->dirty.rbegin()->first;
+    if (last - first + 1 <= 4 * in->dirty.size()) {
+      SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, last + 1),
+                                        note_old));
+    } else {
+      for (const auto& [b, data] : in->dirty) {
+        std::string raw;
+        Status st = meta_->Get(kv::BlockKey(ino, b), &raw);
+        if (st.IsNotFound()) continue;
+        SEPFS_RETURN_IF_ERROR(st);
+        note_old(kv::BlockKey(ino, b), raw);
+      }
+    }
+  }
+  kv::Batch batch;
+  kv::InodeRecord r = in->rec;
+  std::vector<vlog::BlockPtr> released;
+  Status st;
+  for (const auto& [b, data] : in->dirty) {
+    vlog::BlockPtr p;
+    // Bytes past EOF never reach the log (a later extension must read zeros).
+    const uint64_t bstart = b * block_size_;
+    if (bstart >= r.size) continue;
+    const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
+    st = vlog_->Append(vlog::Stream::kHot, ino, b, std::string_view(data.data(), len), &p);
+    if (!st.ok()) break;
+    batch.PutBlock(ino, b, p);
+    auto o = old.find(b);
+    if (o != old.end()) {
+      released.push_back(o->second);
+      r.blocks -= std::min(r.blocks, Sectors(o->second.length));
+    }
+    r.blocks += Sectors(len);
+  }
+  if (st.ok()) st = sync ? vlog_->Sync() : vlog_->Flush();
+  if (st.ok()) {
+    batch.PutInode(r);
+    st = meta_->Write(&batch, sync);
+  }
+  if (!st.ok()) {
+    // The appended records were never referenced. Drop the dirty data so a
+    // full store does not pin memory; the writer sees the error.
+    std::fprintf(stderr, "sepfs: flush of inode %llu failed, dirty data dropped: %s\n",
+                 static_cast<unsigned long long>(ino), st.ToString().c_str());
+  } else {
+    in->rec = r;
+    for (const auto& p : released) vlog_->Release(p);
+    stats_.flushes++;
+    stats_.blocks_flushed += in->dirty.size();
+  }
+  dirty_total_ -= in->dirty_bytes;
+  in->dirty.clear();
+  in->dirty_bytes = 0;
+  if (st.ok()) in->attr_dirty = false;
+  return st;
+}
+
+Status Filesystem::Flush(uint64_t ino) {
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  return FlushLocked(in.get(), /*sync=*/false);
+}
+
+Status Filesystem::Fsync(uint64_t ino, bool datasync) {
+  (void)datasync;  // the inode record (size) travels with the data anyway
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/true));
+  return meta_->Sync();
+}
+
+Status Filesystem::FlushAll(bool sync) {
+  std::vector<InodeRef> dirty;
+  {
+    std::lock_guard<std::mutex> l(table_mu_);
+    for (auto& [ino, in] : table_) dirty.push_back(in);
+  }
+  Status result;
+  for (auto& in : dirty) {
+    std::lock_guard<std::mutex> il(in->mu);
+    if (in->dirty.empty() && !in->attr_dirty) continue;
+    Status st = FlushLocked(in.get(), /*sync=*/false);
+    if (result.ok()) result = st;
+  }
+  if (sync) {
+    Status st = vlog_->Sync();
+    if (result.ok()) result = st;
+    st = meta_->Sync();
+    if (result.ok()) result = st;
+  }
+  return result;
+}
+
+void Filesystem::FlusherLoop() {
+  const auto interval = std::chrono::duration<double>(options_.flush_interval_sec);
+  std::unique_lock<std::mutex> l(flusher_mu_);
+  while (!flusher_stop_) {
+    flusher_cv_.wait_for(l, interval, [&] { return flusher_stop_ || flusher_kick_; });
+    if (flusher_stop_) break;
+    flusher_kick_ = false;
+    l.unlock();
+    Status st = FlushAll(/*sync=*/false);
+    if (!st.ok()) std::fprintf(stderr, "sepfs: background flush: %s\n", st.ToString().c_str());
+    l.lock();
+  }
+}
+
+Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
+                                  std::vector<vlog::BlockPtr>* released) {
+  const uint64_t bs = block_size_;
+  if (size < in->rec.size) {
+    const uint64_t keep = (size + bs - 1) / bs;  // blocks [0, keep) survive
+    for (auto it = in->dirty.lower_bound(keep); it != in->dirty.end();) {
+      in->dirty_bytes -= it->second.size();
+      dirty_total_ -= it->second.size();
+      it = in->dirty.erase(it);
+    }
+    if (size % bs) {
+      const uint64_t last = size / bs, tail = size % bs;
+      auto d = in->dirty.find(last);
+      if (d != in->dirty.end()) {
+        if (d->second.size() > tail) {
+          in->dirty_bytes -= d->second.size() - tail;
+          dirty_total_ -= d->second.size() - tail;
+          d->second.resize(tail);
+        }
+      } else {
+        std::string buf;
+        SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
+        if (buf.size() > tail) {
+          buf.resize(tail);
+          in->dirty_bytes += buf.size();
+          dirty_total_ += buf.size();
+          in->dirty.emplace(last, std::move(buf));
+        }
+      }
+    }
+    Status decode;
+    SEPFS_RETURN_IF_ERROR(meta_->Scan(
+        kv::BlockKey(in->ino, keep), kv::PrefixEnd(kv::BlockPrefix(in->ino)),
+        [&](std::string_view key, std::string_view value) {
+          vlog::BlockPtr p;
+          if (kv::DecodeBlockValue(value, &p).ok()) {
+            released->push_back(p);
+            in->rec.blocks -= std::min(in->rec.blocks, Sectors(p.length));
+          }
+          b->Delete(key);
+          return true;
+        }));
+  }
+  in->rec.size = size;
+  return Status::OK();
+}
+
+Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
+  const uint64_t bs = block_size_;
+  const uint64_t end = std::min<uint64_t>(off + len, in->rec.size);
+  if (off >= end) return Status::OK();
+  kv::Batch b;
+  std::vector<vlog::BlockPtr> released;
+  // Whole blocks inside [off, end) lose their pointers; the edges get zeros.
+  const uint64_t first_full = (off + bs - 1) / bs;
+  const uint64_t end_full = end == in->rec.size ? (end + bs - 1) / bs : end / bs;
+  for (uint64_t pos = off; pos < end;) {
+    const uint64_t blk = pos / bs;
+    if (blk >= first_full && blk < end_full) {
+      pos = end_full * bs;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(end, (blk + 1) * bs) - pos;
+    auto it = in->dirty.find(blk);
+    if (it == in->dirty.end()) {
+      std::string buf;
+      SEPFS_RETURN_IF_ERROR(LoadBlock(in, blk, &buf));
+      it = in->dirty.emplace(blk, std::move(buf)).first;
+      in->dirty_bytes += it->second.size();
+      dirty_total_ += it->second.size();
+    }
+    const uint64_t boff = pos % bs;
+    if (it->second.size() > boff) {
+      std::memset(it->second.data() + boff, 0, std::min<uint64_t>(n, it->second.size() - boff));
+    }
+    pos += n;
+  }
+  if (first_full < end_full) {
+    for (auto it = in->dirty.lower_bound(first_full);
+         it != in->dirty.end() && it->first < end_full;) {
+      in->dirty_bytes -= it->second.size();
+      dirty_total_ -= it->second.size();
+      it = in->dirty.erase(it);
+    }
+    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(in->ino, first_full),
+                                      kv::BlockKey(in->ino, end_full),
+                                      [&](std::string_view key, std::string_view value) {
+                                        vlog::BlockPtr p;
+                                        if (kv::DecodeBlockValue(value, &p).ok()) {
+                                          released.push_back(p);
+                                          in->rec.blocks -=
+                                              std::min(in->rec.blocks, Sectors(p.length));
+                                        }
+                                        b.Delete(key);
+                                        return true;
+                                      }));
+  }
+  in->rec.mtime = in->rec.ctime = Now();
+  b.PutInode(in->rec);
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+  for (const auto& p : released) vlog_->Release(p);
+  return Status::OK();
+}
+
+Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len) {
+  if (len == 0) return Status::InvalidArgument("fallocate of zero bytes");
+  if (off + len < off || off + len > MaxFileSize()) return Status::FromErrno(EFBIG, "too large");
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  if (!S_ISREG(in->rec.mode)) return Status::FromErrno(ENODEV, "fallocate of non-file");
+  if (mode == FALLOC_FL_KEEP_SIZE) return Status::OK();
+  if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) return PunchLocked(in.get(), off, len);
+  if (mode != 0) return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
+  // Blocks are allocated on write (the log is append-only); extending the
+  // size is what a caller of the default mode can observe.
+  if (off + len > in->rec.size) {
+    kv::InodeRecord r = in->rec;
+    r.size = off + len;
+    r.ctime = r.mtime = Now();
+    kv::Batch b;
+    b.PutInode(r);
+    SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+    in->rec.size = r.size;
+    in->rec.mtime = r.mtime;
+    in->rec.ctime = r.ctime;
+  }
+  return Status::OK();
+}
+
+Status Filesystem::Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* result) {
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  const uint64_t size = in->rec.size, bs = block_size_;
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) return Status::InvalidArgument("whence");
+  if (off >= size) return Status::FromErrno(ENXIO, "offset past end of file");
+  const uint64_t b0 = off / bs;
+  uint64_t found = UINT64_MAX;  // first data block (SEEK_DATA) or hole block (SEEK_HOLE)
+  uint64_t next = b0;           // SEEK_HOLE: first block not yet known to be data
+  auto skip_dirty = [&] {
+    while (in->dirty.count(next)) next++;
+  };
+  Status st = meta_->Scan(kv::BlockKey(ino, b0), kv::PrefixEnd(kv::BlockPrefix(ino)),
+                          [&](std::string_view key, std::string_view) {
+                            uint64_t i, b;
+                            if (!kv::ParseBlockKey(key, &i, &b)) return false;
+                            if (whence == SEEK_DATA) {
+                              found = b;
+                              return false;
+                            }
+                            skip_dirty();
+                            if (b > next) return false;  // gap before b: a hole at next
+                            next = b + 1;
+                            return true;
+                          });
+  SEPFS_RETURN_IF_ERROR(st);
+  if (whence == SEEK_DATA) {
+    auto d = in->dirty.lower_bound(b0);
+    if (d != in->dirty.end()) found = std::min(found, d->first);
+    if (found == UINT64_MAX || found * bs >= size) {
+      return Status::FromErrno(ENXIO, "no data past offset");
+    }
+    *result = std::max(off, found * bs);
+  } else {
+    skip_dirty();
+    *result = std::min(size, std::max(off, next * bs));
+  }
+  return Status::OK();
+}
+
+}  // namespace sepfs::fs

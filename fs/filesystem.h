@@ -1,0 +1,209 @@
+// Filesystem: the sepfs core, independent of FUSE.
+//
+// Every operation takes inode numbers and names, returns a Status with the
+// errno the kernel should see, and keeps the store consistent: each
+// namespace change is one atomic LevelDB batch; file data goes to the vLog
+// through a dirty-block cache that is flushed on fsync, release, memory
+// pressure and a timer (see file_data.cc). Permission checks are the
+// kernel's (default_permissions); this layer enforces the namespace rules
+// (ENOTEMPTY, EEXIST, ENAMETOOLONG, ...).
+//
+// Lock order: ns_mu_ -> Inode::mu (ascending ino) -> table_mu_ (leaf).
+#pragma once
+
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fs/inode.h"
+#include "fs/store.h"
+#include "kvstore/ino_alloc.h"
+
+namespace sepfs::fs {
+
+struct FsOptions {
+  StoreOptions store;
+  double flush_interval_sec = 5.0;            // timer flush of dirty data
+  uint64_t dirty_limit_bytes = 256ull << 20;  // all inodes: flush beyond this
+  uint64_t inode_flush_bytes = 8ull << 20;    // one inode: flush beyond this
+  bool read_only = false;
+};
+
+struct Caller {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct SetAttrRequest {
+  bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
+  bool set_atime = false, set_atime_now = false, set_mtime = false, set_mtime_now = false;
+  bool set_ctime = false;
+  uint32_t mode = 0, uid = 0, gid = 0;
+  uint64_t size = 0;
+  kv::Timespec atime, mtime, ctime;
+};
+
+struct DirListEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint32_t type = 0;  // S_IFMT bits
+};
+
+struct FsStats {
+  std::atomic<uint64_t> user_bytes_written{0};
+  std::atomic<uint64_t> user_bytes_read{0};
+  std::atomic<uint64_t> flushes{0};
+  std::atomic<uint64_t> blocks_flushed{0};
+  std::atomic<uint64_t> read_eio{0};
+  std::atomic<uint64_t> orphans_reclaimed{0};
+};
+
+class Filesystem {
+ public:
+  static constexpr uint64_t kRootIno = 1;
+  static constexpr size_t kNameMax = 255;
+  static constexpr size_t kXattrNameMax = 255;
+  static constexpr size_t kXattrValueMax = 64 * 1024;
+  static constexpr size_t kSymlinkMax = 4095;
+
+  // Opens the store (taking its lock), reclaims orphans left by a crash,
+  // rebuilds segment liveness counts and starts the flush thread.
+  static Status Open(const std::string& store_dir, const FsOptions& options,
+                     std::unique_ptr<Filesystem>* out);
+  ~Filesystem();  // Close() if not done.
+  // Flushes everything, syncs, records a clean shutdown. Idempotent.
+  Status Close();
+
+  // Namespace. Functions returning an InodeRecord for a new or found entry
+  // add one kernel reference (lookup count) to it.
+  Status Lookup(uint64_t parent, std::string_view name, kv::InodeRecord* out);
+  void Forget(uint64_t ino, uint64_t nlookup);
+  Status GetAttr(uint64_t ino, kv::InodeRecord* out);
+  Status SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRecord* out);
+  // Creates a regular file, device, fifo or socket (S_IFMT in mode); S_IFDIR
+  // creates a directory.
+  Status Mknod(const Caller& c, uint64_t parent, std::string_view name, uint32_t mode,
+               uint64_t rdev, kv::InodeRecord* out);
+  Status Symlink(const Caller& c, uint64_t parent, std::string_view name,
+                 std::string_view target, kv::InodeRecord* out);
+  Status Readlink(uint64_t ino, std::string* target);
+  Status Link(uint64_t ino, uint64_t new_parent, std::string_view new_name, kv::InodeRecord* out);
+  Status Unlink(uint64_t parent, std::string_view name);
+  Status Rmdir(uint64_t parent, std::string_view name);
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  Status Rename(uint64_t parent, std::string_view name, uint64_t new_parent,
+                std::string_view new_name, unsigned flags);
+
+  // Directory listing: "." and ".." first, then entries in key order.
+  Status ListDir(uint64_t ino, std::vector<DirListEntry>* out);
+  // readdirplus: calls fill(entry, attributes) for entries[start...] in
+  // order until it returns false. Every entry accepted by fill, except "."
+  // and "..", gets one kernel reference. Attributes of entries not in
+  // memory come from one forward scan over their clustered inode keys.
+  // An entry removed meanwhile is passed with attributes whose ino is 0.
+  using DirPlusFn = std::function<bool(const DirListEntry&, const kv::InodeRecord&)>;
+  Status ReadDirPlus(const std::vector<DirListEntry>& entries, size_t start,
+                     const DirPlusFn& fill);
+
+  // Files.
+  Status OpenFile(uint64_t ino);
+  Status Release(uint64_t ino);
+  Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out);
+  Status Write(uint64_t ino, uint64_t off, std::string_view data);
+  Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
+  Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
+  Status FsyncDir(uint64_t ino);
+  Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len);
+  Status Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* result);
+  Status FlushAll(bool sync);
+
+  // Extended attributes. GetXattr with size 0 returns the size in *value_size.
+  Status SetXattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Status GetXattr(uint64_t ino, std::string_view name, std::string* value);
+  Status ListXattr(uint64_t ino, std::string* names);  // NUL-separated
+  Status RemoveXattr(uint64_t ino, std::string_view name);
+
+  Status StatFs(struct statvfs* out);
+  // Human-readable statistics (sepfs stats).
+  std::string StatsText();
+
+  uint32_t block_size() const { return block_size_; }
+  // Largest file size: the last block number must fit the block key.
+  static uint64_t MaxFileSize() { return (1ull << 62); }
+  Store* store() const { return store_.get(); }
+  const FsStats& stats() const { return stats_; }
+
+ private:
+  explicit Filesystem(const FsOptions& options);
+  using InodeRef = std::shared_ptr<Inode>;
+
+  // Inode table.
+  Status GetInode(uint64_t ino, InodeRef* out);  // loads from the LSM if absent
+  void Ref(const InodeRef& in, uint64_t lookups);
+  // Attributes as reported: st_blocks includes not yet flushed blocks.
+  kv::InodeRecord AttrLocked(const Inode* in) const;
+  // Drops the table entry when unreferenced; reclaims it when also unlinked.
+  void MaybeEvict(uint64_t ino);
+  Status ReclaimInode(uint64_t ino);  // deletes inode, blocks, xattrs, symlink
+  Status ReclaimOrphans();
+  Status RebuildLiveCounts();
+
+  // Namespace helpers (ns_mu_ held).
+  Status CheckName(std::string_view name) const;
+  Status NewInode(const Caller& c, const InodeRef& parent, uint32_t mode, uint64_t rdev,
+                  kv::InodeRecord* out);
+  Status CreateEntry(const Caller& c, uint64_t parent, std::string_view name, uint32_t mode,
+                     uint64_t rdev, std::string_view symlink, kv::InodeRecord* out);
+  Status IsDirEmpty(uint64_t dir, bool* empty);
+  void DropLink(kv::Batch* b, kv::InodeRecord* r, const kv::Timespec& now);
+  Status RemoveEntry(uint64_t parent, std::string_view name, bool dir);
+
+  // Data path (Inode::mu held).
+  Status LoadBlock(Inode* in, uint64_t block, std::string* out);
+  Status FlushLocked(Inode* in, bool sync);
+  Status TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
+                        std::vector<vlog::BlockPtr>* released);
+  Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
+  Status HaveSpace(uint64_t bytes);
+  void FlusherLoop();
+
+  FsOptions options_;
+  std::unique_ptr<Store> store_;
+  kv::MetaStore* meta_ = nullptr;
+  vlog::ValueLog* vlog_ = nullptr;
+  std::unique_ptr<kv::InodeAllocator> alloc_;
+  uint32_t block_size_ = 0;
+  bool closed_ = false;
+
+  std::shared_mutex ns_mu_;
+  std::mutex table_mu_;
+  std::mutex flush_mu_;  // one FlushLocked at a time: appends + pointer batch
+  std::unordered_map<uint64_t, InodeRef> table_;
+
+  std::atomic<uint64_t> dirty_total_{0};
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool flusher_stop_ = false;
+  bool flusher_kick_ = false;
+  std::thread flusher_;
+
+  std::mutex space_mu_;
+  uint64_t space_checked_at_ = 0;  // bytes written when free space was last read
+  uint64_t space_avail_ = 0;
+  std::atomic<uint64_t> bytes_since_check_{0};
+
+  FsStats stats_;
+};
+
+}  // namespace sepfs::fs

@@ -1,0 +1,55 @@
+// Filesystem statfs and the statistics text of `sepfs stats`.
+#include <sys/statvfs.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "fs/filesystem.h"
+#include "fs/report.h"
+
+namespace sepfs::fs {
+
+Status Filesystem::StatFs(struct statvfs* out) {
+  uint64_t avail = 0, total = 0;
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+  const uint64_t cap = store_->super().capacity;
+  if (cap) {
+    total = cap;
+    avail = std::min(avail, used < cap ? cap - used : 0);
+  } else {
+    total = std::max(total, used + avail);
+  }
+  constexpr uint64_t kFrag = 4096;
+  *out = {};
+  out->f_bsize = block_size_;
+  out->f_frsize = kFrag;
+  out->f_blocks = total / kFrag;
+  out->f_bfree = std::min<uint64_t>(out->f_blocks, avail / kFrag);
+  out->f_bavail = out->f_bfree;
+  out->f_files = UINT32_MAX;
+  out->f_ffree = UINT32_MAX - std::min<uint64_t>(UINT32_MAX, alloc_->TEST_next());
+  out->f_favail = out->f_ffree;
+  out->f_namemax = kNameMax;
+  return Status::OK();
+}
+
+std::string Filesystem::StatsText() {
+  std::string s = StoreReport(store_.get());
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "filesystem:\n"
+                "  user bytes written   %" PRIu64 "\n"
+                "  user bytes read      %" PRIu64 "\n"
+                "  flushes              %" PRIu64 " (%" PRIu64 " blocks)\n"
+                "  dirty bytes          %" PRIu64 "\n"
+                "  read errors (EIO)    %" PRIu64 "\n"
+                "  orphans reclaimed    %" PRIu64 "\n",
+                stats_.user_bytes_written.load(), stats_.user_bytes_read.load(),
+                stats_.flushes.load(), stats_.blocks_flushed.load(), dirty_total_.load(),
+                stats_.read_eio.load(), stats_.orphans_reclaimed.load());
+  return s + buf;
+}
+
+}  // namespace sepfs::fs

@@ -1,0 +1,510 @@
+#include "fs/fuse_ops.h"
+
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+
+#include "fs/clock.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+FuseContext* Ctx(fuse_req_t req) { return static_cast<FuseContext*>(fuse_req_userdata(req)); }
+Filesystem* Fs(fuse_req_t req) { return Ctx(req)->fs; }
+
+// Runs body; any exception becomes an error reply (the body has not
+// replied when it throws, because every reply is its last statement).
+template <typename Body>
+void Guard(fuse_req_t req, Body&& body) {
+  try {
+    body();
+  } catch (const std::bad_alloc&) {
+    fuse_reply_err(req, ENOMEM);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sepfs: internal error: %s\n", e.what());
+    fuse_reply_err(req, EIO);
+  }
+}
+
+void ReplyErr(fuse_req_t req, const Status& st) {
+  if (st.err() == EIO) std::fprintf(stderr, "sepfs: %s\n", st.ToString().c_str());
+  fuse_reply_err(req, st.ok() ? 0 : st.err());
+}
+
+void ToStat(const kv::InodeRecord& r, uint32_t blksize, struct stat* st) {
+  std::memset(st, 0, sizeof(*st));
+  st->st_ino = r.ino;
+  st->st_mode = r.mode;
+  st->st_nlink = r.nlink;
+  st->st_uid = r.uid;
+  st->st_gid = r.gid;
+  st->st_rdev = r.rdev;
+  st->st_size = static_cast<off_t>(r.size);
+  st->st_blksize = blksize;
+  st->st_blocks = static_cast<blkcnt_t>(r.blocks);
+  st->st_atim = ToTimespec(r.atime);
+  st->st_mtim = ToTimespec(r.mtime);
+  st->st_ctim = ToTimespec(r.ctime);
+}
+
+fuse_entry_param Entry(fuse_req_t req, const kv::InodeRecord& r) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof(e));
+  e.ino = r.ino;
+  e.generation = 1;
+  e.attr_timeout = Ctx(req)->options.attr_timeout;
+  e.entry_timeout = Ctx(req)->options.entry_timeout;
+  ToStat(r, Fs(req)->block_size(), &e.attr);
+  return e;
+}
+
+void ReplyEntry(fuse_req_t req, const Status& st, const kv::InodeRecord& r) {
+  if (!st.ok()) return ReplyErr(req, st);
+  fuse_entry_param e = Entry(req, r);
+  fuse_reply_entry(req, &e);
+}
+
+Caller CallerOf(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  return Caller{c->uid, c->gid};
+}
+
+// --------------------------------------------------------------------------
+
+void OpInit(void* userdata, struct fuse_conn_info* conn) {
+  auto* ctx = static_cast<FuseContext*>(userdata);
+  const MountOptions& o = ctx->options;
+  if (o.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+    conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+  } else {
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+  }
+  if (o.readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS)) {
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // plus on every listing: ls -l is one pass
+  } else {
+    conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+  }
+  if (o.parallel_dirops && (conn->capable & FUSE_CAP_PARALLEL_DIROPS)) {
+    conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  } else {
+    conn->want &= ~FUSE_CAP_PARALLEL_DIROPS;
+  }
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->want &= ~FUSE_CAP_POSIX_ACL;
+  conn->max_write = o.max_write;
+  conn->max_readahead = 1u << 20;
+  conn->time_gran = 1;
+}
+
+void OpDestroy(void*) {}
+
+void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    Status st = Fs(req)->Lookup(parent, name, &r);
+    if (st.IsNotFound()) {
+      // Negative entry: cached by the kernel for entry_timeout. Safe because
+      // every change to the namespace goes through this mount.
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof(e));
+      e.entry_timeout = Ctx(req)->options.entry_timeout;
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    ReplyEntry(req, st, r);
+  });
+}
+
+void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Fs(req)->Forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void OpForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; i++) Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
+void OpGetattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    Status st = Fs(req)->GetAttr(ino, &r);
+    if (!st.ok()) return ReplyErr(req, st);
+    struct stat s;
+    ToStat(r, Fs(req)->block_size(), &s);
+    fuse_reply_attr(req, &s, Ctx(req)->options.attr_timeout);
+  });
+}
+
+void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+               struct fuse_file_info*) {
+  Guard(req, [&] {
+    SetAttrRequest s;
+    s.set_mode = to_set & FUSE_SET_ATTR_MODE;
+    s.set_uid = to_set & FUSE_SET_ATTR_UID;
+    s.set_gid = to_set & FUSE_SET_ATTR_GID;
+    s.set_size = to_set & FUSE_SET_ATTR_SIZE;
+    s.set_atime = (to_set & FUSE_SET_ATTR_ATIME) && !(to_set & FUSE_SET_ATTR_ATIME_NOW);
+    s.set_atime_now = to_set & FUSE_SET_ATTR_ATIME_NOW;
+    s.set_mtime = (to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW);
+    s.set_mtime_now = to_set & FUSE_SET_ATTR_MTIME_NOW;
+    s.set_ctime = to_set & FUSE_SET_ATTR_CTIME;
+    s.mode = attr->st_mode;
+    s.uid = attr->st_uid;
+    s.gid = attr->st_gid;
+    s.size = static_cast<uint64_t>(attr->st_size);
+    s.atime = {attr->st_atim.tv_sec, static_cast<uint32_t>(attr->st_atim.tv_nsec)};
+    s.mtime = {attr->st_mtim.tv_sec, static_cast<uint32_t>(attr->st_mtim.tv_nsec)};
+    s.ctime = {attr->st_ctim.tv_sec, static_cast<uint32_t>(attr->st_ctim.tv_nsec)};
+    kv::InodeRecord r;
+    Status st = Fs(req)->SetAttr(ino, s, &r);
+    if (!st.ok()) return ReplyErr(req, st);
+    struct stat out;
+    ToStat(r, Fs(req)->block_size(), &out);
+    fuse_reply_attr(req, &out, Ctx(req)->options.attr_timeout);
+  });
+}
+
+void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    ReplyEntry(req, Fs(req)->Mknod(CallerOf(req), parent, name, mode, rdev, &r), r);
+  });
+}
+
+void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    ReplyEntry(req, Fs(req)->Mknod(CallerOf(req), parent, name, S_IFDIR | (mode & 07777), 0, &r),
+               r);
+  });
+}
+
+void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    ReplyEntry(req, Fs(req)->Symlink(CallerOf(req), parent, name, link, &r), r);
+  });
+}
+
+void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
+  Guard(req, [&] {
+    std::string target;
+    Status st = Fs(req)->Readlink(ino, &target);
+    if (!st.ok()) return ReplyErr(req, st);
+    fuse_reply_readlink(req, target.c_str());
+  });
+}
+
+void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Unlink(parent, name)); });
+}
+
+void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Rmdir(parent, name)); });
+}
+
+void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
+              const char* newname, unsigned int flags) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Rename(parent, name, newparent, newname, flags)); });
+}
+
+void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    ReplyEntry(req, Fs(req)->Link(ino, newparent, newname, &r), r);
+  });
+}
+
+void SetOpenFlags(fuse_req_t req, struct fuse_file_info* fi) {
+  // Every change goes through this mount, so cached pages stay valid.
+  fi->keep_cache = Ctx(req)->options.writeback_cache ? 1 : 0;
+}
+
+void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Guard(req, [&] {
+    Status st = Fs(req)->OpenFile(ino);
+    if (!st.ok()) return ReplyErr(req, st);
+    SetOpenFlags(req, fi);
+    if (fuse_reply_open(req, fi) != 0) (void)Fs(req)->Release(ino);
+  });
+}
+
+void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              struct fuse_file_info* fi) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    Status st = Fs(req)->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
+    if (st.ok()) st = Fs(req)->OpenFile(r.ino);
+    if (!st.ok()) return ReplyErr(req, st);
+    SetOpenFlags(req, fi);
+    fuse_entry_param e = Entry(req, r);
+    if (fuse_reply_create(req, &e, fi) != 0) (void)Fs(req)->Release(r.ino);
+  });
+}
+
+void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+  Guard(req, [&] {
+    std::string buf;
+    Status st = Fs(req)->Read(ino, static_cast<uint64_t>(off), size, &buf);
+    if (!st.ok()) return ReplyErr(req, st);
+    fuse_reply_buf(req, buf.data(), buf.size());
+  });
+}
+
+void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
+             struct fuse_file_info*) {
+  Guard(req, [&] {
+    Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size));
+    if (!st.ok()) return ReplyErr(req, st);
+    fuse_reply_write(req, size);
+  });
+}
+
+void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Flush(ino)); });
+}
+
+void OpRelease(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Release(ino)); });
+}
+
+void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info*) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->Fsync(ino, datasync != 0)); });
+}
+
+// A directory handle holds the listing taken at the first readdir, so
+// offsets stay stable while the directory changes.
+struct DirHandle {
+  std::vector<DirListEntry> entries;
+  bool loaded = false;
+};
+
+DirHandle* Handle(struct fuse_file_info* fi) { return reinterpret_cast<DirHandle*>(fi->fh); }
+
+void OpOpendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    Status st = Fs(req)->GetAttr(ino, &r);
+    if (!st.ok()) return ReplyErr(req, st);
+    if (!S_ISDIR(r.mode)) return ReplyErr(req, Status::FromErrno(ENOTDIR, "not a directory"));
+    auto h = std::make_unique<DirHandle>();
+    fi->fh = reinterpret_cast<uint64_t>(h.get());
+    if (fuse_reply_open(req, fi) == 0) h.release();
+  });
+}
+
+void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+               struct fuse_file_info* fi, bool plus) {
+  Guard(req, [&] {
+    DirHandle* h = Handle(fi);
+    if (!h->loaded || off == 0) {
+      Status st = Fs(req)->ListDir(ino, &h->entries);
+      if (!st.ok()) return ReplyErr(req, st);
+      h->loaded = true;
+    }
+    std::string buf(size, '\0');
+    size_t used = 0;
+    const size_t start = static_cast<size_t>(off);
+    auto add = [&](const DirListEntry& e, const kv::InodeRecord& r, size_t index) {
+      const off_t next = static_cast<off_t>(index + 1);
+      size_t need;
+      if (plus) {
+        fuse_entry_param p;
+        std::memset(&p, 0, sizeof(p));
+        if (e.name != "." && e.name != ".." && r.ino != 0) {
+          p = Entry(req, r);
+        } else {
+          p.attr.st_ino = e.ino;
+          p.attr.st_mode = e.type;
+        }
+        need = fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &p,
+                                      next);
+      } else {
+        struct stat s;
+        std::memset(&s, 0, sizeof(s));
+        s.st_ino = e.ino;
+        s.st_mode = e.type;
+        need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &s, next);
+      }
+      if (need > size - used) return false;
+      used += need;
+      return true;
+    };
+    if (plus) {
+      size_t index = start;
+      Status st = Fs(req)->ReadDirPlus(
+          h->entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+            return add(e, r, index++);
+          });
+      if (!st.ok()) return ReplyErr(req, st);
+    } else {
+      for (size_t i = start; i < h->entries.size(); i++) {
+        if (!add(h->entries[i], kv::InodeRecord{}, i)) break;
+      }
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  });
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+               struct fuse_file_info* fi) {
+  DoReaddir(req, ino, size, off, fi, false);
+}
+
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                   struct fuse_file_info* fi) {
+  DoReaddir(req, ino, size, off, fi, true);
+}
+
+void OpReleasedir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  delete Handle(fi);
+  fuse_reply_err(req, 0);
+}
+
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, struct fuse_file_info*) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->FsyncDir(ino)); });
+}
+
+void OpStatfs(fuse_req_t req, fuse_ino_t) {
+  Guard(req, [&] {
+    struct statvfs s;
+    Status st = Fs(req)->StatFs(&s);
+    if (!st.ok()) return ReplyErr(req, st);
+    fuse_reply_statfs(req, &s);
+  });
+}
+
+void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
+                int flags) {
+  Guard(req, [&] {
+    ReplyErr(req, Fs(req)->SetXattr(ino, name, std::string_view(value, size), flags));
+  });
+}
+
+void ReplyXattr(fuse_req_t req, const Status& st, const std::string& value, size_t size) {
+  if (!st.ok()) return ReplyErr(req, st);
+  if (size == 0) {
+    fuse_reply_xattr(req, value.size());
+  } else if (value.size() > size) {
+    fuse_reply_err(req, ERANGE);
+  } else {
+    fuse_reply_buf(req, value.data(), value.size());
+  }
+}
+
+void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Guard(req, [&] {
+    std::string value;
+    Status st = Fs(req)->GetXattr(ino, name, &value);
+    ReplyXattr(req, st, value, size);
+  });
+}
+
+void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Guard(req, [&] {
+    std::string names;
+    Status st = Fs(req)->ListXattr(ino, &names);
+    ReplyXattr(req, st, names, size);
+  });
+}
+
+void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  Guard(req, [&] { ReplyErr(req, Fs(req)->RemoveXattr(ino, name)); });
+}
+
+void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  Guard(req, [&] {
+    kv::InodeRecord r;
+    Status st = Fs(req)->GetAttr(ino, &r);
+    if (!st.ok()) return ReplyErr(req, st);
+    const fuse_ctx* c = fuse_req_ctx(req);
+    int err = 0;
+    if (c->uid != 0 && mask != F_OK) {
+      uint32_t bits = r.mode & 07;
+      if (c->uid == r.uid) {
+        bits = (r.mode >> 6) & 07;
+      } else if (c->gid == r.gid) {
+        bits = (r.mode >> 3) & 07;
+      }
+      if ((mask & bits) != static_cast<uint32_t>(mask)) err = EACCES;
+    }
+    fuse_reply_err(req, err);
+  });
+}
+
+void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                 struct fuse_file_info*) {
+  Guard(req, [&] {
+    if (off < 0 || len <= 0) return ReplyErr(req, Status::InvalidArgument("range"));
+    ReplyErr(req, Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
+                                     static_cast<uint64_t>(len)));
+  });
+}
+
+void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info*) {
+  Guard(req, [&] {
+    if (off < 0) return ReplyErr(req, Status::FromErrno(ENXIO, "negative offset"));
+    uint64_t result = 0;
+    Status st = Fs(req)->Lseek(ino, static_cast<uint64_t>(off), whence, &result);
+    if (!st.ok()) return ReplyErr(req, st);
+    fuse_reply_lseek(req, static_cast<off_t>(result));
+  });
+}
+
+struct fuse_lowlevel_ops MakeOps() {
+  struct fuse_lowlevel_ops ops;
+  std::memset(&ops, 0, sizeof(ops));
+  ops.init = OpInit;
+  ops.destroy = OpDestroy;
+  ops.lookup = OpLookup;
+  ops.forget = OpForget;
+  ops.forget_multi = OpForgetMulti;
+  ops.getattr = OpGetattr;
+  ops.setattr = OpSetattr;
+  ops.readlink = OpReadlink;
+  ops.mknod = OpMknod;
+  ops.mkdir = OpMkdir;
+  ops.unlink = OpUnlink;
+  ops.rmdir = OpRmdir;
+  ops.symlink = OpSymlink;
+  ops.rename = OpRename;
+  ops.link = OpLink;
+  ops.open = OpOpen;
+  ops.read = OpRead;
+  ops.write = OpWrite;
+  ops.flush = OpFlush;
+  ops.release = OpRelease;
+  ops.fsync = OpFsync;
+  ops.opendir = OpOpendir;
+  ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
+  ops.releasedir = OpReleasedir;
+  ops.fsyncdir = OpFsyncdir;
+  ops.statfs = OpStatfs;
+  ops.setxattr = OpSetxattr;
+  ops.getxattr = OpGetxattr;
+  ops.listxattr = OpListxattr;
+  ops.removexattr = OpRemovexattr;
+  ops.access = OpAccess;
+  ops.create = OpCreate;
+  ops.fallocate = OpFallocate;
+  ops.lseek = OpLseek;
+  return ops;
+}
+
+}  // namespace
+
+const struct fuse_lowlevel_ops* SepfsFuseOps() {
+  static const struct fuse_lowlevel_ops ops = MakeOps();
+  return &ops;
+}
+
+}  // namespace sepfs::fs

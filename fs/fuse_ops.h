@@ -1,0 +1,21 @@
+// The libfuse low-level operation table of sepfs. Every request gets exactly
+// one reply; a Status becomes an errno only here; no exception crosses into
+// libfuse (bad_alloc becomes ENOMEM).
+#pragma once
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "fs/filesystem.h"
+#include "fs/mount_options.h"
+
+namespace sepfs::fs {
+
+struct FuseContext {
+  Filesystem* fs = nullptr;
+  MountOptions options;
+};
+
+const struct fuse_lowlevel_ops* SepfsFuseOps();
+
+}  // namespace sepfs::fs

@@ -1,0 +1,35 @@
+// Inode: the in-memory state of one inode the filesystem is working with.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kvstore/records.h"
+
+namespace sepfs::fs {
+
+struct Inode {
+  explicit Inode(const kv::InodeRecord& r) : ino(r.ino), rec(r) {}
+
+  const uint64_t ino;
+
+  // Guards everything below. Lock order: Filesystem::ns_mu_, then inode
+  // mutexes in ascending ino order, then Filesystem::table_mu_ never held
+  // while waiting for an inode mutex.
+  std::mutex mu;
+  kv::InodeRecord rec;      // authoritative while the inode is in the table
+  bool attr_dirty = false;  // rec differs from the LSM copy
+  // Dirty blocks: block number -> bytes from the block start (may be
+  // shorter than a block: the rest reads as zeros).
+  std::map<uint64_t, std::string> dirty;
+  uint64_t dirty_bytes = 0;
+  uint64_t parent = 0;  // directories: parent ino when known (for "..")
+
+  // Guarded by Filesystem::table_mu_.
+  uint64_t lookups = 0;  // kernel references (lookup count)
+  uint32_t opens = 0;    // open file handles
+};
+
+}  // namespace sepfs::fs

@@ -1,0 +1,70 @@
+#include "fs/mount_options.h"
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace sepfs::fs {
+
+namespace {
+
+bool ParseDouble(const std::string& v, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(v.c_str(), &end);
+  return !v.empty() && end && *end == '\0' && *out >= 0;
+}
+
+bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) {
+  char* end = nullptr;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || !end || *end != '\0' || x > max || v[0] == '-') return false;
+  *out = static_cast<unsigned>(x);
+  return true;
+}
+
+}  // namespace
+
+Status ParseMountOptions(const std::string& text, MountOptions* o) {
+  // Options of mount(8)/fstab that mean nothing to a FUSE daemon.
+  static const std::set<std::string> kIgnored = {"defaults", "auto", "noauto", "user",
+                                                 "nouser", "users", "_netdev", "nofail", "rw"};
+  std::stringstream ss(text);
+  std::string opt;
+  while (std::getline(ss, opt, ',')) {
+    if (opt.empty() || kIgnored.count(opt)) continue;
+    const size_t eq = opt.find('=');
+    const std::string key = opt.substr(0, eq);
+    const std::string val = eq == std::string::npos ? "" : opt.substr(eq + 1);
+    bool ok = true;
+    if (opt == "nowriteback") {
+      o->writeback_cache = false;
+    } else if (opt == "noreaddirplus") {
+      o->readdirplus = false;
+    } else if (opt == "noparallel_dirops") {
+      o->parallel_dirops = false;
+    } else if (opt == "nodefault_permissions") {
+      o->default_permissions = false;
+    } else if (opt == "default_permissions") {
+      o->default_permissions = true;
+    } else if (key == "max_write") {
+      ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 4096;
+    } else if (key == "attr_timeout") {
+      ok = ParseDouble(val, &o->attr_timeout);
+    } else if (key == "entry_timeout") {
+      ok = ParseDouble(val, &o->entry_timeout);
+    } else if (key == "flush_interval") {
+      ok = ParseDouble(val, &o->flush_interval) && o->flush_interval > 0;
+    } else if (key == "cache_mb") {
+      ok = ParseUnsigned(val, 1u << 16, &o->cache_mb) && o->cache_mb > 0;
+    } else if (key == "threads") {
+      ok = ParseUnsigned(val, 256, &o->threads) && o->threads > 0;
+    } else {
+      if (opt == "ro") o->read_only = true;
+      o->passthrough.push_back(opt);
+    }
+    if (!ok) return Status::InvalidArgument("bad value in mount option '" + opt + "'");
+  }
+  return Status::OK();
+}
+
+}  // namespace sepfs::fs

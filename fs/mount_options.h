@@ -1,0 +1,31 @@
+// MountOptions: the -o options sepfs understands itself; the rest are passed
+// to libfuse / the kernel (allow_other, ro, nosuid, ...).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "vlog/status.h"
+
+namespace sepfs::fs {
+
+struct MountOptions {
+  bool writeback_cache = true;     // nowriteback
+  bool readdirplus = true;         // noreaddirplus
+  bool parallel_dirops = true;     // noparallel_dirops
+  bool default_permissions = true; // nodefault_permissions
+  bool read_only = false;          // ro (also passed on)
+  unsigned max_write = 1u << 20;   // max_write=BYTES
+  double attr_timeout = 10.0;      // attr_timeout=SEC
+  double entry_timeout = 10.0;     // entry_timeout=SEC
+  double flush_interval = 5.0;     // flush_interval=SEC
+  unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
+  unsigned threads = 8;            // threads=N: FUSE worker threads
+  std::vector<std::string> passthrough;  // options for libfuse
+};
+
+// Parses one comma-separated -o string into *opts (may be called repeatedly).
+// Unknown sepfs-looking values (bad numbers) are EINVAL with the option named.
+Status ParseMountOptions(const std::string& text, MountOptions* opts);
+
+}  // namespace sepfs::fs

@@ -1,0 +1,154 @@
+#include "fs/store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "fs/clock.h"
+
+namespace sepfs::fs {
+
+std::string MetaDir(const std::string& store) { return store + "/meta"; }
+std::string VlogDir(const std::string& store) { return store + "/vlog"; }
+std::string LockPath(const std::string& store) { return store + "/LOCK"; }
+
+bool LooksLikeStore(Env* env, const std::string& dir) {
+  return env->Exists(MetaDir(dir) + "/CURRENT").ok();
+}
+
+namespace {
+
+std::string RandomUuid() {
+  std::random_device rd;
+  std::string out;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    unsigned v = rd() & 0xff;
+    out += hex[v >> 4];
+    out += hex[v & 15];
+  }
+  return out;
+}
+
+Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
+  const bool pow2 = o.block_size && (o.block_size & (o.block_size - 1)) == 0;
+  if (!pow2 || o.block_size < 4096 || o.block_size > (4u << 20)) {
+    return Status::InvalidArgument(dir + ": block size must be a power of two from 4096 to 4 MiB");
+  }
+  if (o.segment_size < (1u << 20) || o.segment_size > (1ull << 31) ||
+      o.segment_size < 4ull * o.block_size) {
+    return Status::InvalidArgument(
+        dir + ": segment size must be from 1 MiB to 2 GiB and at least 4 blocks");
+  }
+  if (o.capacity != 0 && o.capacity < 16 * o.segment_size) {
+    return Status::InvalidArgument(dir + ": capacity must be at least 16 segments");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Mkfs(const std::string& dir, const MkfsOptions& options) {
+  SEPFS_RETURN_IF_ERROR(CheckMkfsOptions(dir, options));
+  Env* env = Env::Default();
+  Status st = env->CreateDir(dir);
+  if (!st.ok() && st.err() != EEXIST) return st;
+  std::vector<std::string> names;
+  SEPFS_RETURN_IF_ERROR(env->ListDir(dir, &names));
+  if (!names.empty()) {
+    if (!options.force) {
+      return Status::FromErrno(EEXIST, dir + (LooksLikeStore(env, dir)
+                                                  ? ": already a sepfs store (use --force to "
+                                                    "overwrite it)"
+                                                  : ": directory is not empty (use --force)"));
+    }
+    std::unique_ptr<FileLock> lock;
+    SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir), &lock));
+    std::error_code ec;
+    for (const auto& n : names) {
+      if (n == "LOCK") continue;
+      std::filesystem::remove_all(dir + "/" + n, ec);
+      if (ec) return Status::FromErrno(ec.value(), dir + "/" + n + ": cannot remove");
+    }
+  }
+  if (::chmod(dir.c_str(), 0700) != 0) return Status::FromErrno(errno, dir + ": chmod");
+
+  std::unique_ptr<FileLock> lock;
+  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir), &lock));
+  SEPFS_RETURN_IF_ERROR(env->CreateDir(MetaDir(dir)));
+  SEPFS_RETURN_IF_ERROR(env->CreateDir(VlogDir(dir)));
+
+  kv::MetaOptions mo;
+  mo.create_if_missing = true;
+  mo.error_if_exists = true;
+  std::unique_ptr<kv::MetaStore> meta;
+  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(dir), mo, &meta));
+
+  kv::Superblock sb;
+  sb.block_size = options.block_size;
+  sb.segment_size = options.segment_size;
+  sb.capacity = options.capacity;
+  sb.created = Now().sec;
+  sb.uuid = RandomUuid();
+
+  kv::InodeRecord root;
+  root.ino = 1;
+  root.mode = S_IFDIR | 0755;
+  root.uid = ::geteuid();
+  root.gid = ::getegid();
+  root.nlink = 2;
+  root.atime = root.mtime = root.ctime = Now();
+
+  kv::Batch b;
+  b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+  b.PutInode(root);
+  b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));
+  SEPFS_RETURN_IF_ERROR(meta->Write(&b, /*sync=*/true));
+  return env->SyncDir(dir);
+}
+
+Status Store::Open(const std::string& dir, const StoreOptions& options,
+                   std::unique_ptr<Store>* out) {
+  std::unique_ptr<Store> s(new Store());
+  s->dir_ = dir;
+  s->env_ = options.env ? options.env : Env::Default();
+  Status st = s->env_->Exists(dir);
+  if (!st.ok()) return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
+  if (!LooksLikeStore(s->env_, dir)) {
+    return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
+  }
+  st = s->env_->LockFile(LockPath(dir), &s->lock_);
+  if (!st.ok()) {
+    if (st.err() == EBUSY) {
+      return Status::FromErrno(EBUSY, dir + ": store is already mounted or in use by another "
+                                            "sepfs process");
+    }
+    return st;
+  }
+  kv::MetaOptions mo;
+  mo.block_cache_bytes = options.meta_cache_bytes;
+  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(dir), mo, &s->meta_));
+  std::string raw;
+  st = s->meta_->Get(kv::SuperKey(), &raw);
+  if (st.IsNotFound()) return Status::Corruption(dir + ": superblock missing (not a sepfs store?)");
+  SEPFS_RETURN_IF_ERROR(st);
+  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir + ": superblock"));
+
+  vlog::Options vo;
+  vo.env = s->env_;
+  vo.segment_size = s->super_.segment_size;
+  vo.append_buffer_size = options.append_buffer_size;
+  SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
+  *out = std::move(s);
+  return Status::OK();
+}
+
+Store::~Store() {
+  vlog_.reset();
+  meta_.reset();
+}
+
+}  // namespace sepfs::fs

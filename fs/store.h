@@ -1,0 +1,68 @@
+// Store: the on-disk home of one sepfs filesystem, and how it is created and
+// opened. A store directory holds
+//   LOCK   flock'ed while the store is in use (mount, fsck, gc)
+//   meta/  the metadata LSM (LevelDB)
+//   vlog/  value-log segments
+// Everything is created owner-only (0700 / 0600) whatever the umask.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kvstore/meta_store.h"
+#include "vlog/env.h"
+#include "vlog/value_log.h"
+
+namespace sepfs::fs {
+
+struct MkfsOptions {
+  uint32_t block_size = 64 * 1024;
+  uint64_t segment_size = 64ull << 20;
+  uint64_t capacity = 0;  // 0: bounded by the free space below
+  bool force = false;     // allow a non-empty directory / overwrite a store
+};
+
+// Creates a new store in dir (created if missing). Refuses an existing store
+// or a non-empty directory unless options.force, and silly option values.
+Status Mkfs(const std::string& dir, const MkfsOptions& options);
+
+struct StoreOptions {
+  Env* env = nullptr;                    // nullptr: Env::Default()
+  size_t meta_cache_bytes = 64u << 20;   // LevelDB block cache
+  size_t append_buffer_size = 1u << 20;  // per vLog stream
+};
+
+// An open store: the lock, the metadata and the value log. The lock is
+// released last, after both are closed.
+class Store {
+ public:
+  // Opens an existing store. Errors name the directory and the reason: not a
+  // store (ENOENT/EINVAL), newer format (EPROTONOSUPPORT), in use (EBUSY).
+  static Status Open(const std::string& dir, const StoreOptions& options,
+                     std::unique_ptr<Store>* out);
+  ~Store();
+
+  const std::string& dir() const { return dir_; }
+  const kv::Superblock& super() const { return super_; }
+  kv::MetaStore* meta() const { return meta_.get(); }
+  vlog::ValueLog* vlog() const { return vlog_.get(); }
+  Env* env() const { return env_; }
+
+ private:
+  Store() = default;
+  std::string dir_;
+  Env* env_ = nullptr;
+  kv::Superblock super_;
+  std::unique_ptr<FileLock> lock_;  // declared first: destroyed last
+  std::unique_ptr<kv::MetaStore> meta_;
+  std::unique_ptr<vlog::ValueLog> vlog_;
+};
+
+std::string MetaDir(const std::string& store);
+std::string VlogDir(const std::string& store);
+std::string LockPath(const std::string& store);
+// True when dir looks like a store (has meta/CURRENT).
+bool LooksLikeStore(Env* env, const std::string& dir);
+
+}  // namespace sepfs::fs

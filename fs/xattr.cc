@@ -1,0 +1,92 @@
+// Filesystem extended attributes: one LSM key per (inode, name), so an
+// inode's xattrs are one range. The name "sepfs.stats" on the root is
+// virtual: reading it returns the live statistics (sepfs stats MOUNTPOINT).
+#include <sys/xattr.h>
+
+#include "fs/clock.h"
+#include "fs/filesystem.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+constexpr std::string_view kStatsXattr = "sepfs.stats";
+
+Status CheckXattrName(std::string_view name) {
+  if (name.empty() || name.size() > Filesystem::kXattrNameMax) {
+    return Status::FromErrno(ERANGE, "bad xattr name length");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_view value,
+                            int flags) {
+  SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
+  if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
+  if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  std::string old;
+  Status st = meta_->Get(kv::XattrKey(ino, name), &old);
+  if (!st.ok() && !st.IsNotFound()) return st;
+  if (st.ok() && (flags & XATTR_CREATE)) return Status::FromErrno(EEXIST, "xattr exists");
+  if (st.IsNotFound() && (flags & XATTR_REPLACE)) return Status::FromErrno(ENODATA, "no xattr");
+  kv::InodeRecord r = in->rec;
+  r.ctime = Now();
+  kv::Batch b;
+  b.Put(kv::XattrKey(ino, name), value);
+  b.PutInode(r);
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+  in->rec.ctime = r.ctime;
+  return Status::OK();
+}
+
+Status Filesystem::GetXattr(uint64_t ino, std::string_view name, std::string* value) {
+  SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
+  if (ino == kRootIno && name == kStatsXattr) {
+    *value = StatsText();
+    return Status::OK();
+  }
+  Status st = meta_->Get(kv::XattrKey(ino, name), value);
+  if (st.IsNotFound()) return Status::FromErrno(ENODATA, "no such xattr");
+  return st;
+}
+
+Status Filesystem::ListXattr(uint64_t ino, std::string* names) {
+  names->clear();
+  return meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
+    uint64_t i;
+    std::string_view name;
+    if (kv::ParseXattrKey(key, &i, &name)) {
+      names->append(name);
+      names->push_back('\0');
+    }
+    return true;
+  });
+}
+
+Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
+  SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);
+  std::string old;
+  Status st = meta_->Get(kv::XattrKey(ino, name), &old);
+  if (st.IsNotFound()) return Status::FromErrno(ENODATA, "no such xattr");
+  SEPFS_RETURN_IF_ERROR(st);
+  kv::InodeRecord r = in->rec;
+  r.ctime = Now();
+  kv::Batch b;
+  b.Delete(kv::XattrKey(ino, name));
+  b.PutInode(r);
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+  in->rec.ctime = r.ctime;
+  return Status::OK();
+}
+
+}  // namespace sepfs::fs

@@ -1,0 +1,266 @@
+// sepfs: the command-line tool. mkfs, mount, fsck and stats of a store.
+// Installed also as mkfs.sepfs and fsck.sepfs (dispatched on argv[0]), and
+// callable as `sepfs STORE MOUNTPOINT -o OPTS` by the fuse3 mount helper.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fs/daemon.h"
+#include "fs/filesystem.h"
+#include "fs/fsck.h"
+#include "fs/store.h"
+
+namespace {
+
+using sepfs::Status;
+namespace fs = sepfs::fs;
+
+constexpr const char* kUsage =
+    "usage: sepfs COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES] [--capacity=BYTES] STORE\n"
+    "  mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
+    "  fsck STORE\n"
+    "  stats STORE_OR_MOUNTPOINT\n"
+    "  help\n"
+    "\n"
+    "Run 'sepfs COMMAND --help' for the options of a command.\n";
+
+constexpr const char* kMkfsUsage =
+    "usage: sepfs mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES]\n"
+    "                  [--capacity=BYTES] STORE\n"
+    "Creates a new sepfs store in the directory STORE (created if missing, mode 0700).\n"
+    "  --force             overwrite an existing store or use a non-empty directory\n"
+    "  --block-size=N      logical file block size (power of two, 4 KiB..4 MiB; default 64 KiB)\n"
+    "  --segment-size=N    vLog segment size (1 MiB..2 GiB; default 64 MiB)\n"
+    "  --capacity=N        size limit of the store (default: the free space below)\n"
+    "Sizes accept K, M, G suffixes (powers of 1024).\n";
+
+constexpr const char* kMountUsage =
+    "usage: sepfs mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
+    "Mounts the store at MOUNTPOINT (an existing empty directory).\n"
+    "  -f   stay in the foreground (default: detach once the mount is live)\n"
+    "  -d   debug: trace FUSE requests (implies -f)\n"
+    "  -o   options: allow_other, ro, nowriteback, noreaddirplus, noparallel_dirops,\n"
+    "       nodefault_permissions, max_write=BYTES, attr_timeout=SEC, entry_timeout=SEC,\n"
+    "       flush_interval=SEC, cache_mb=N, threads=N, and the generic FUSE/mount options\n"
+    "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
+
+constexpr const char* kFsckUsage =
+    "usage: sepfs fsck STORE\n"
+    "Checks an unmounted store without changing it. Exit status as e2fsck:\n"
+    "  0 no errors, 4 errors left uncorrected, 8 operational error.\n";
+
+constexpr const char* kStatsUsage =
+    "usage: sepfs stats STORE_OR_MOUNTPOINT\n"
+    "Prints space used, live and garbage bytes per segment class, record counts and\n"
+    "cache statistics of a store (unmounted) or of a mounted sepfs.\n";
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+bool ParseSize(const std::string& text, uint64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str() || text[0] == '-') return false;
+  std::string suffix(end);
+  uint64_t mul = 1;
+  if (suffix == "K" || suffix == "k") {
+    mul = 1ull << 10;
+  } else if (suffix == "M" || suffix == "m") {
+    mul = 1ull << 20;
+  } else if (suffix == "G" || suffix == "g") {
+    mul = 1ull << 30;
+  } else if (!suffix.empty()) {
+    return false;
+  }
+  if (v > UINT64_MAX / mul) return false;
+  *out = v * mul;
+  return true;
+}
+
+int Fail(const std::string& msg, const char* usage = nullptr) {
+  std::fprintf(stderr, "sepfs: %s\n", msg.c_str());
+  if (usage) std::fputs(usage, stderr);
+  return 1;
+}
+
+std::string Absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf)) return buf;
+  return path;
+}
+
+int CmdMkfs(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return std::fputs(kMkfsUsage, stdout), 0;
+  fs::MkfsOptions o;
+  std::string store;
+  for (const auto& a : args) {
+    uint64_t v;
+    if (a == "--force" || a == "-f") {
+      o.force = true;
+    } else if (a.rfind("--block-size=", 0) == 0) {
+      if (!ParseSize(a.substr(13), &v) || v > UINT32_MAX) return Fail("bad " + a, kMkfsUsage);
+      o.block_size = static_cast<uint32_t>(v);
+    } else if (a.rfind("--segment-size=", 0) == 0) {
+      if (!ParseSize(a.substr(15), &v)) return Fail("bad " + a, kMkfsUsage);
+      o.segment_size = v;
+    } else if (a.rfind("--capacity=", 0) == 0) {
+      if (!ParseSize(a.substr(11), &v)) return Fail("bad " + a, kMkfsUsage);
+      o.capacity = v;
+    } else if (!a.empty() && a[0] == '-') {
+      return Fail("unknown option " + a, kMkfsUsage);
+    } else if (store.empty()) {
+      store = a;
+    } else {
+      return Fail("too many arguments", kMkfsUsage);
+    }
+  }
+  if (store.empty()) return Fail("missing STORE", kMkfsUsage);
+  Status st = fs::Mkfs(store, o);
+  if (!st.ok()) return Fail("mkfs " + store + ": " + st.ToString());
+  std::printf("created sepfs store %s (block size %u, segment size %llu)\n", store.c_str(),
+              o.block_size, static_cast<unsigned long long>(o.segment_size));
+  return 0;
+}
+
+int CmdMount(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return std::fputs(kMountUsage, stdout), 0;
+  fs::MountRequest req;
+  std::vector<std::string> pos;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "-f") {
+      req.foreground = true;
+    } else if (a == "-d") {
+      req.debug = req.foreground = true;
+    } else if (a == "-o" || (a.rfind("-o", 0) == 0 && a.size() > 2)) {
+      std::string text = a.size() > 2 ? a.substr(2) : "";
+      if (a == "-o") {
+        if (i + 1 >= args.size()) return Fail("-o needs an argument", kMountUsage);
+        text = args[++i];
+      }
+      Status st = fs::ParseMountOptions(text, &req.options);
+      if (!st.ok()) return Fail(st.ToString(), kMountUsage);
+    } else if (!a.empty() && a[0] == '-') {
+      return Fail("unknown option " + a, kMountUsage);
+    } else {
+      pos.push_back(a);
+    }
+  }
+  if (pos.size() != 2) return Fail("need STORE and MOUNTPOINT", kMountUsage);
+  req.store = Absolute(pos[0]);
+  req.mountpoint = Absolute(pos[1]);
+  return fs::Mount(req);
+}
+
+int CmdFsck(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return std::fputs(kFsckUsage, stdout), 0;
+  std::string store;
+  for (const auto& a : args) {
+    // fsck(8) passes -a/-p/-n/-y style flags; this check never modifies.
+    if (a == "-a" || a == "-p" || a == "-n" || a == "-y" || a == "-f" || a == "-C0") continue;
+    if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "sepfs: unknown option %s\n%s", a.c_str(), kFsckUsage);
+      return 8;
+    }
+    store = a;
+  }
+  if (store.empty()) {
+    std::fputs(kFsckUsage, stderr);
+    return 8;
+  }
+  std::unique_ptr<fs::Store> s;
+  Status st = fs::Store::Open(store, fs::StoreOptions{}, &s);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs fsck: %s\n", st.ToString().c_str());
+    return 8;
+  }
+  fs::FsckReport rep;
+  st = fs::Fsck(s.get(), &rep, [](const std::string& line) {
+    std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());
+  });
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs fsck: %s: %s\n", store.c_str(), st.ToString().c_str());
+    return 8;
+  }
+  for (const auto& n : rep.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& e : rep.errors) std::printf("ERROR: %s\n", e.c_str());
+  std::printf(
+      "%s: %llu inodes (%llu directories, %llu others), %llu entries, %llu block pointers "
+      "(%llu MiB verified), %llu segments: %s\n",
+      store.c_str(), static_cast<unsigned long long>(rep.inodes),
+      static_cast<unsigned long long>(rep.dirs), static_cast<unsigned long long>(rep.files),
+      static_cast<unsigned long long>(rep.dentries),
+      static_cast<unsigned long long>(rep.pointers),
+      static_cast<unsigned long long>(rep.data_bytes_checked >> 20),
+      static_cast<unsigned long long>(rep.segments),
+      rep.errors.empty() ? "clean" : (std::to_string(rep.errors.size()) + " errors").c_str());
+  return rep.errors.empty() ? 0 : 4;
+}
+
+int CmdStats(const std::vector<std::string>& args) {
+  if (WantsHelp(args)) return std::fputs(kStatsUsage, stdout), 0;
+  if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kStatsUsage);
+  const std::string& path = args[0];
+  // A mounted sepfs answers through a virtual xattr of its root.
+  char buf[64 * 1024];
+  ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", buf, sizeof(buf));
+  if (n >= 0) {
+    std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+    return 0;
+  }
+  fs::FsOptions o;
+  o.read_only = true;
+  std::unique_ptr<fs::Filesystem> f;
+  Status st = fs::Filesystem::Open(path, o, &f);
+  if (!st.ok()) {
+    if (st.err() == EBUSY) {
+      return Fail(path + ": store is mounted; run sepfs stats on its mountpoint");
+    }
+    return Fail("stats " + path + ": " + st.ToString());
+  }
+  std::fputs(f->StatsText().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string prog = argv[0];
+  prog = prog.substr(prog.find_last_of('/') + 1);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (prog == "mkfs.sepfs") return CmdMkfs(args);
+  if (prog == "fsck.sepfs") return CmdFsck(args);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 1;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "mkfs") return CmdMkfs(rest);
+  if (cmd == "mount") return CmdMount(rest);
+  if (cmd == "fsck") return CmdFsck(rest);
+  if (cmd == "stats") return CmdStats(rest);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  // `mount -t fuse.sepfs STORE MNT` runs `sepfs STORE MNT -o OPTS`.
+  if (!cmd.empty() && cmd[0] != '-' && args.size() >= 2) return CmdMount(args);
+  std::fprintf(stderr, "sepfs: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+  return 1;
+}
