@@ -1,1 +1,284 @@
-// placeholder
+// PosixEnv: the Env of real syscalls.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "vlog/env.h"
+
+namespace sepfs {
+namespace {
+
+constexpr mode_t kFileMode = 0600;
+constexpr mode_t kDirMode = 0700;
+
+Status PosixError(int err, const std::string& path, std::string_view op) {
+  std::string msg = path;
+  msg += ": ";
+  msg += op;
+  return Status::FromErrno(err, msg);
+}
+
+// Owns a descriptor; closes it on destruction.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+int OpenRetry(const char* path, int flags, mode_t mode) {
+  int fd;
+  do {
+    fd = ::open(path, flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+class PosixFile final : public File {
+ public:
+  PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, buf + done, n - done, static_cast<off_t>(off + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        *got = done;
+        return PosixError(errno, path_, "pread at offset " + std::to_string(off + done));
+      }
+      if (r == 0) break;  // end of file
+      done += static_cast<size_t>(r);
+    }
+    *got = done;
+    return Status::OK();
+  }
+
+  Status Write(uint64_t off, std::string_view data) override {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t r = ::pwrite(fd_, data.data() + done, data.size() - done,
+                           static_cast<off_t>(off + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(errno, path_, "pwrite at offset " + std::to_string(off + done));
+      }
+      if (r == 0) {
+        return PosixError(EIO, path_, "pwrite wrote nothing at offset " +
+                                          std::to_string(off + done));
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    if (::fdatasync(fd_) != 0) return PosixError(errno, path_, "fdatasync");
+    return Status::OK();
+  }
+
+  Status Size(uint64_t* size) override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return PosixError(errno, path_, "fstat");
+    *size = static_cast<uint64_t>(st.st_size);
+    return Status::OK();
+  }
+
+  Status Truncate(uint64_t size) override {
+    int r;
+    do {
+      r = ::ftruncate(fd_, static_cast<off_t>(size));
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) return PosixError(errno, path_, "ftruncate to " + std::to_string(size));
+    return Status::OK();
+  }
+
+  Status PunchHole(uint64_t off, uint64_t len) override {
+    if (::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+                    static_cast<off_t>(len)) != 0) {
+      return PosixError(errno, path_,
+                        "punch hole [" + std::to_string(off) + ", +" + std::to_string(len) + ")");
+    }
+    return Status::OK();
+  }
+
+  void Advise(uint64_t off, uint64_t len, int advice) override {
+    (void)::posix_fadvise(fd_, static_cast<off_t>(off), static_cast<off_t>(len), advice);
+  }
+
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+};
+
+class PosixFileLock final : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override {
+    (void)::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  const int fd_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  Status OpenFile(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) override {
+    int fd = -1;
+    bool created = false;
+    switch (mode) {
+      case OpenMode::kRead:
+        fd = OpenRetry(path.c_str(), O_RDONLY, 0);
+        break;
+      case OpenMode::kReadWrite:
+        fd = OpenRetry(path.c_str(), O_RDWR, 0);
+        break;
+      case OpenMode::kCreateExclusive:
+        fd = OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_EXCL, kFileMode);
+        created = fd >= 0;
+        break;
+      case OpenMode::kCreate:
+        // O_EXCL first, so that we know whether to fix the mode of a new file.
+        for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+          fd = OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_EXCL, kFileMode);
+          if (fd >= 0) {
+            created = true;
+          } else if (errno == EEXIST) {
+            fd = OpenRetry(path.c_str(), O_RDWR, 0);
+            if (fd < 0 && errno != ENOENT) break;  // ENOENT: removed meanwhile, retry
+          } else {
+            break;
+          }
+        }
+        break;
+    }
+    if (fd < 0) return PosixError(errno, path, "open");
+    Fd guard(fd);
+    // The umask may have taken bits away from the mode passed to open().
+    if (created && ::fchmod(fd, kFileMode) != 0) return PosixError(errno, path, "fchmod");
+    *out = std::make_unique<PosixFile>(path, guard.release());
+    return Status::OK();
+  }
+
+  Status CreateDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), kDirMode) != 0) return PosixError(errno, path, "mkdir");
+    // By path: with a umask of 0777 the new directory cannot even be opened.
+    if (::chmod(path.c_str(), kDirMode) != 0) return PosixError(errno, path, "chmod");
+    return Status::OK();
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return PosixError(errno, path, "unlink");
+    return Status::OK();
+  }
+
+  Status RemoveDir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return PosixError(errno, path, "rmdir");
+    return Status::OK();
+  }
+
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return PosixError(errno, from, "rename to " + to);
+    }
+    return Status::OK();
+  }
+
+  Status ListDir(const std::string& dir, std::vector<std::string>* names) override {
+    names->clear();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return PosixError(errno, dir, "opendir");
+    std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+    for (;;) {
+      errno = 0;
+      struct dirent* e = ::readdir(d);
+      if (e == nullptr) {
+        if (errno != 0) return PosixError(errno, dir, "readdir");
+        break;
+      }
+      std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      names->emplace_back(name);
+    }
+    return Status::OK();
+  }
+
+  Status SyncDir(const std::string& dir) override {
+    Fd fd(OpenRetry(dir.c_str(), O_RDONLY | O_DIRECTORY, 0));
+    if (fd.get() < 0) return PosixError(errno, dir, "open directory for fsync");
+    if (::fsync(fd.get()) != 0) return PosixError(errno, dir, "fsync directory");
+    return Status::OK();
+  }
+
+  Status Exists(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Status::NotFound(path + ": does not exist");
+      return PosixError(errno, path, "stat");
+    }
+    return Status::OK();
+  }
+
+  Status LockFile(const std::string& path, std::unique_ptr<FileLock>* out) override {
+    Fd fd(OpenRetry(path.c_str(), O_RDWR | O_CREAT, kFileMode));
+    if (fd.get() < 0) return PosixError(errno, path, "open lock file");
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return PosixError(errno, path, "fstat lock file");
+    if ((st.st_mode & 07777) != kFileMode && ::fchmod(fd.get(), kFileMode) != 0) {
+      return PosixError(errno, path, "fchmod lock file");
+    }
+    int r;
+    do {
+      r = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) {
+      if (errno == EWOULDBLOCK) {
+        return Status::FromErrno(EBUSY, path + ": store is already in use (already mounted?)");
+      }
+      return PosixError(errno, path, "flock");
+    }
+    *out = std::make_unique<PosixFileLock>(fd.release());
+    return Status::OK();
+  }
+
+  Status FreeSpace(const std::string& path, uint64_t* avail, uint64_t* total) override {
+    struct statvfs sv;
+    if (::statvfs(path.c_str(), &sv) != 0) return PosixError(errno, path, "statvfs");
+    *avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+    *total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+    return Status::OK();
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();
+  return env;
+}
+
+}  // namespace sepfs

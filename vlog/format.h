@@ -104,7 +104,9 @@ struct BlockPtr {
 };
 constexpr size_t kBlockPtrEncodedSize = 20;
 void EncodeBlockPtr(const BlockPtr& p, char* dst);
-// False if src is not exactly kBlockPtrEncodedSize bytes.
+// False if src is not exactly kBlockPtrEncodedSize bytes, or the decoded
+// pointer cannot name a record (length > kMaxRecordData, or an offset inside
+// the segment header).
 bool DecodeBlockPtr(std::string_view src, BlockPtr* p);
 
 }  // namespace sepfs::vlog

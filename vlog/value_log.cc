@@ -1,1 +1,627 @@
-// placeholder
+// ValueLog implementation.
+//
+// Lock order: a stream's mutex, then segs_mu_. Readers look a segment up
+// under segs_mu_ (shared) and release it before taking a stream mutex.
+// sync_mu_ is taken before any stream mutex. File reads of flushed bytes are
+// done without any lock.
+#include "vlog/value_log.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+#include "vlog/segment.h"
+
+namespace sepfs::vlog {
+
+using internal::CheckRecord;
+using internal::Segment;
+using internal::SegmentReader;
+
+namespace {
+
+constexpr uint64_t kMaxMergedRead = 8u << 20;
+
+void Log(const std::string& msg) { std::fprintf(stderr, "sepfs vlog: %s\n", msg.c_str()); }
+
+std::string SegName(uint32_t id) { return "vlog segment " + std::to_string(id); }
+
+// live -= n, clamped at zero (an underflow is a caller bug: log it).
+void SubtractLive(Segment& seg, uint64_t n) {
+  uint64_t cur = seg.live.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t next = cur >= n ? cur - n : 0;
+    if (seg.live.compare_exchange_weak(cur, next, std::memory_order_relaxed)) break;
+  }
+  if (cur < n) {
+    Log(SegName(seg.id) + ": live bytes would go below zero (had " + std::to_string(cur) +
+        ", released " + std::to_string(n) + "); clamped");
+  }
+}
+
+}  // namespace
+
+class ValueLog::Impl {
+ public:
+  Impl(const Options& options, std::string dir)
+      : opt_(options), env_(options.env ? options.env : Env::Default()), dir_(std::move(dir)) {}
+  ~Impl() {
+    Status st = Flush();
+    if (!st.ok()) Log("flush at close failed: " + st.ToString());
+  }
+
+  Status Load();
+  Status Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
+                BlockPtr* ptr);
+  Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
+  Status ReadMany(std::span<ReadRequest> reqs);
+  Status Flush();
+  Status Sync();
+  void Release(const BlockPtr& ptr);
+  void AddLive(const BlockPtr& ptr);
+  void ResetLive();
+  std::vector<SegmentInfo> Segments() const;
+  Stats stats() const;
+  uint64_t TotalBytes() const;
+  Status ScanSegment(uint32_t id, const ScanFn& fn);
+  uint64_t LastSeq() const { return next_seq_.load() - 1; }
+  void EnsureSeqAbove(uint64_t seq);
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct StreamState {
+    std::mutex mu;
+    std::shared_ptr<Segment> seg;  // open segment; null until the first Append
+    std::string buf;               // records not yet written; buf[0] is at seg->flushed
+  };
+
+  std::string PathOf(uint32_t id) const { return dir_ + "/" + SegmentFileName(id); }
+  std::shared_ptr<Segment> Find(uint32_t id) const;
+  std::vector<std::shared_ptr<Segment>> Snapshot() const;
+  Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out);
+  Status LearnMaxSeq();
+  Status CreateSegment(Stream stream, std::shared_ptr<Segment>* out);
+  Status FlushLocked(StreamState& s);
+  // Segment and bounds checks of a pointer that a read is about to follow.
+  Status Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* seg) const;
+  Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
+  // The raw record bytes at ptr, from the file or the append buffer.
+  Status Fetch(Segment& seg, const BlockPtr& ptr, char* raw);
+  Status ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
+  Status CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw,
+                      char* buf);
+  // Logs and counts a failed verification; returns st.
+  Status Report(Status st);
+
+  const Options opt_;
+  Env* const env_;
+  const std::string dir_;
+
+  mutable std::shared_mutex segs_mu_;
+  std::map<uint32_t, std::shared_ptr<Segment>> segs_;  // guarded by segs_mu_
+  uint64_t next_id_ = 1;                                // guarded by segs_mu_
+
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<bool> dir_dirty_{false};
+  std::mutex sync_mu_;
+  StreamState streams_[kNumStreams];
+
+  std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
+      bytes_read_{0}, preads_{0}, checksum_errors_{0};
+};
+
+// ---- Open -------------------------------------------------------------------
+
+Status ValueLog::Impl::Load() {
+  if (opt_.segment_size < kSegmentHeaderSize + kRecordHeaderSize ||
+      opt_.segment_size > UINT32_MAX) {
+    return Status::InvalidArgument("vlog: segment_size " + std::to_string(opt_.segment_size) +
+                                   " out of range");
+  }
+  if (opt_.append_buffer_size == 0) {
+    return Status::InvalidArgument("vlog: append_buffer_size must be positive");
+  }
+  Status st = env_->CreateDir(dir_);
+  if (!st.ok() && st.err() != EEXIST) return st;
+  std::vector<std::string> names;
+  SEPFS_RETURN_IF_ERROR(env_->ListDir(dir_, &names));
+  for (const std::string& name : names) {
+    uint32_t id;
+    if (!ParseSegmentFileName(name, &id)) continue;
+    std::shared_ptr<Segment> seg;
+    SEPFS_RETURN_IF_ERROR(OpenExisting(id, &seg));
+    segs_[id] = std::move(seg);
+    next_id_ = std::max<uint64_t>(next_id_, uint64_t{id} + 1);
+  }
+  for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size);
+  return LearnMaxSeq();
+}
+
+Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) {
+  auto seg = std::make_shared<Segment>();
+  seg->id = id;
+  const std::string path = PathOf(id);
+  SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kRead, &seg->file));
+  uint64_t size;
+  SEPFS_RETURN_IF_ERROR(seg->file->Size(&size));
+  seg->size = size;
+  seg->flushed = size;
+  *out = seg;
+
+  char raw[kSegmentHeaderSize];
+  size_t got = 0;
+  Status st = size < kSegmentHeaderSize
+                  ? Status::Corruption("file too short for a segment header")
+                  : seg->file->Read(0, kSegmentHeaderSize, raw, &got);
+  if (st.ok() && got < kSegmentHeaderSize) st = Status::Corruption("short segment header");
+  SegmentHeader h;
+  if (st.ok()) st = DecodeSegmentHeader(raw, &h);
+  if (st.ok() && h.segment_id != id) {
+    st = Status::Corruption("header names segment " + std::to_string(h.segment_id));
+  }
+  if (!st.ok()) {
+    seg->damage = Status::Corruption(SegName(id) + " (" + path + ") is damaged: " + st.ToString());
+    Log(std::string(seg->damage.message()));
+    return Status::OK();
+  }
+  seg->stream = static_cast<Stream>(h.stream);
+  return Status::OK();
+}
+
+// The highest seq is in the newest segment of some stream that has records.
+// Damaged segments (stream unknown) are scanned too, past their header.
+Status ValueLog::Impl::LearnMaxSeq() {
+  uint64_t max_seq = 0;
+  bool stream_done[kNumStreams] = {};
+  for (auto it = segs_.rbegin(); it != segs_.rend(); ++it) {
+    Segment& seg = *it->second;
+    const bool damaged = seg.damaged();
+    if (!damaged && stream_done[static_cast<int>(seg.stream)]) continue;
+    if (seg.file == nullptr) continue;
+    SegmentReader reader(seg.file.get(), seg.id, seg.flushed.load());
+    bool found = false;
+    for (;;) {
+      RecordHeader h;
+      std::string_view data;
+      bool at_end;
+      Status st = reader.Next(&h, &data, &at_end);
+      if (st.IsCorruption()) {
+        Log(SegName(seg.id) + ": ignoring torn or damaged tail: " + st.ToString());
+        break;
+      }
+      SEPFS_RETURN_IF_ERROR(st);
+      if (at_end) break;
+      found = true;
+      max_seq = std::max(max_seq, h.seq);
+    }
+    if (found && !damaged) stream_done[static_cast<int>(seg.stream)] = true;
+  }
+  next_seq_ = max_seq + 1;
+  return Status::OK();
+}
+
+// ---- Append, flush, sync --------------------------------------------------
+
+Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* out) {
+  uint32_t id;
+  {
+    std::unique_lock lk(segs_mu_);
+    if (next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
+    id = static_cast<uint32_t>(next_id_++);
+  }
+  auto seg = std::make_shared<Segment>();
+  seg->id = id;
+  seg->stream = stream;
+  const std::string path = PathOf(id);
+  SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
+  dir_dirty_ = true;
+  SegmentHeader h;
+  h.stream = static_cast<uint8_t>(stream);
+  h.segment_id = id;
+  h.create_time = static_cast<uint64_t>(std::time(nullptr));
+  char raw[kSegmentHeaderSize];
+  EncodeSegmentHeader(h, raw);
+  Status st = seg->file->Write(0, std::string_view(raw, sizeof(raw)));
+  if (!st.ok()) {
+    seg->file.reset();
+    Status rm = env_->RemoveFile(path);
+    if (!rm.ok()) Log("removing half-created segment: " + rm.ToString());
+    return st.WithContext("creating " + SegName(id));
+  }
+  seg->size = kSegmentHeaderSize;
+  seg->flushed = kSegmentHeaderSize;
+  seg->needs_sync = true;
+  seg->open = true;
+  {
+    std::unique_lock lk(segs_mu_);
+    segs_[id] = seg;
+  }
+  *out = std::move(seg);
+  return Status::OK();
+}
+
+Status ValueLog::Impl::FlushLocked(StreamState& s) {
+  if (s.buf.empty()) return Status::OK();
+  Segment& seg = *s.seg;
+  const uint64_t off = seg.flushed.load(std::memory_order_relaxed);
+  Status st = seg.file->Write(off, s.buf);
+  if (st.ok()) {
+    seg.flushed.store(off + s.buf.size(), std::memory_order_release);
+    seg.needs_sync = true;
+  } else {
+    // Drop the unwritten records: nothing durable points at them yet (callers
+    // flush before writing metadata), and the segment must stay appendable.
+    Status tr = seg.file->Truncate(off);
+    if (!tr.ok()) Log("truncate after a failed flush: " + tr.ToString());
+    seg.size.store(off, std::memory_order_release);
+    SubtractLive(seg, s.buf.size());
+    Log(SegName(seg.id) + ": dropped " + std::to_string(s.buf.size()) +
+        " buffered bytes after a failed write: " + st.ToString());
+  }
+  s.buf.clear();
+  if (s.buf.capacity() > 2 * opt_.append_buffer_size) {
+    s.buf.shrink_to_fit();
+    s.buf.reserve(opt_.append_buffer_size);
+  }
+  return st.ok() ? st : st.WithContext("vlog flush of " + SegName(seg.id));
+}
+
+Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
+                              std::string_view data, BlockPtr* ptr) {
+  const int si = static_cast<int>(stream);
+  if (si < 0 || si >= kNumStreams) return Status::InvalidArgument("vlog: bad stream");
+  if (data.size() > kMaxRecordData) {
+    return Status::InvalidArgument("vlog: record of " + std::to_string(data.size()) +
+                                   " bytes exceeds the maximum");
+  }
+  const uint64_t rec = kRecordHeaderSize + data.size();
+  StreamState& s = streams_[si];
+  std::lock_guard lk(s.mu);
+  if (s.seg != nullptr && s.seg->size.load() > kSegmentHeaderSize &&
+      s.seg->size.load() + rec > opt_.segment_size) {
+    SEPFS_RETURN_IF_ERROR(FlushLocked(s));
+    s.seg->open = false;
+    s.seg.reset();
+  }
+  if (s.seg == nullptr) SEPFS_RETURN_IF_ERROR(CreateSegment(stream, &s.seg));
+  if (!s.buf.empty() && s.buf.size() + rec > opt_.append_buffer_size) {
+    SEPFS_RETURN_IF_ERROR(FlushLocked(s));
+  }
+  Segment& seg = *s.seg;
+  RecordHeader h;
+  h.data_len = static_cast<uint32_t>(data.size());
+  h.inode = inode;
+  h.block = block;
+  h.seq = next_seq_.fetch_add(1);
+  const size_t pos = s.buf.size();
+  s.buf.resize(pos + rec);
+  EncodeRecordHeader(&h, data, s.buf.data() + pos);
+  if (!data.empty()) std::memcpy(s.buf.data() + pos + kRecordHeaderSize, data.data(), data.size());
+  const uint64_t offset = seg.size.load(std::memory_order_relaxed);
+  seg.size.store(offset + rec, std::memory_order_release);
+  seg.live.fetch_add(rec, std::memory_order_relaxed);
+  records_appended_.fetch_add(1, std::memory_order_relaxed);
+  bytes_appended_.fetch_add(rec, std::memory_order_relaxed);
+  *ptr = BlockPtr{seg.id, static_cast<uint32_t>(offset), h.data_len, h.seq};
+  return Status::OK();
+}
+
+Status ValueLog::Impl::Flush() {
+  Status first;
+  for (auto& s : streams_) {
+    std::lock_guard lk(s.mu);
+    Status st = FlushLocked(s);
+    if (first.ok()) first = std::move(st);
+  }
+  return first;
+}
+
+Status ValueLog::Impl::Sync() {
+  std::lock_guard lk(sync_mu_);
+  SEPFS_RETURN_IF_ERROR(Flush());
+  for (const auto& seg : Snapshot()) {
+    if (seg->file == nullptr || !seg->needs_sync.exchange(false)) continue;
+    Status st = seg->file->Sync();
+    if (!st.ok()) {
+      seg->needs_sync = true;
+      return st;
+    }
+  }
+  if (dir_dirty_.exchange(false)) {
+    Status st = env_->SyncDir(dir_);
+    if (!st.ok()) {
+      dir_dirty_ = true;
+      return st;
+    }
+  }
+  return Status::OK();
+}
+
+// ---- Read -------------------------------------------------------------------
+
+std::shared_ptr<Segment> ValueLog::Impl::Find(uint32_t id) const {
+  std::shared_lock lk(segs_mu_);
+  auto it = segs_.find(id);
+  return it == segs_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Segment>> ValueLog::Impl::Snapshot() const {
+  std::shared_lock lk(segs_mu_);
+  std::vector<std::shared_ptr<Segment>> out;
+  out.reserve(segs_.size());
+  for (const auto& [id, seg] : segs_) out.push_back(seg);
+  return out;
+}
+
+Status ValueLog::Impl::Report(Status st) {
+  if (st.IsCorruption()) {
+    checksum_errors_.fetch_add(1, std::memory_order_relaxed);
+    Log(st.ToString());
+  }
+  return st;
+}
+
+Status ValueLog::Impl::Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* out) const {
+  std::shared_ptr<Segment> seg = Find(ptr.segment);
+  const std::string where =
+      SegName(ptr.segment) + " offset " + std::to_string(ptr.offset);
+  if (seg == nullptr) return Status::Corruption(where + ": no such segment");
+  if (seg->damaged()) return seg->damage;
+  if (ptr.length > kMaxRecordData) return Status::Corruption(where + ": length too large");
+  const uint64_t end = uint64_t{ptr.offset} + ptr.record_size();
+  if (ptr.offset < kSegmentHeaderSize || end > seg->size.load(std::memory_order_acquire)) {
+    return Status::Corruption(where + ": record of " + std::to_string(ptr.record_size()) +
+                              " bytes lies outside the segment (" +
+                              std::to_string(seg->size.load()) + " bytes)");
+  }
+  *out = std::move(seg);
+  return Status::OK();
+}
+
+Status ValueLog::Impl::ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst) {
+  size_t got = 0;
+  preads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(n, std::memory_order_relaxed);
+  SEPFS_RETURN_IF_ERROR(seg.file->Read(off, n, dst, &got));
+  if (got < n) {
+    return Status::Corruption(SegName(seg.id) + " offset " + std::to_string(off) +
+                              ": file ends " + std::to_string(n - got) +
+                              " bytes before the record does");
+  }
+  return Status::OK();
+}
+
+Status ValueLog::Impl::Fetch(Segment& seg, const BlockPtr& ptr, char* raw) {
+  const uint64_t n = ptr.record_size();
+  const uint64_t end = uint64_t{ptr.offset} + n;
+  if (end <= seg.flushed.load(std::memory_order_acquire)) return ReadFile(seg, ptr.offset, n, raw);
+  StreamState& s = streams_[static_cast<int>(seg.stream)];
+  std::unique_lock lk(s.mu);
+  const uint64_t flushed = seg.flushed.load(std::memory_order_acquire);
+  if (end <= flushed) {
+    lk.unlock();
+    return ReadFile(seg, ptr.offset, n, raw);
+  }
+  if (s.seg.get() == &seg && ptr.offset >= flushed && end <= flushed + s.buf.size()) {
+    std::memcpy(raw, s.buf.data() + (ptr.offset - flushed), n);
+    return Status::OK();
+  }
+  return Status::Corruption(SegName(seg.id) + " offset " + std::to_string(ptr.offset) +
+                            ": record is not in the segment (dropped after a failed write?)");
+}
+
+Status ValueLog::Impl::CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_t block,
+                                    const char* raw, char* buf) {
+  SEPFS_RETURN_IF_ERROR(CheckRecord(ptr, inode, block, raw));
+  if (ptr.length > 0) std::memcpy(buf, raw + kRecordHeaderSize, ptr.length);
+  records_read_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status ValueLog::Impl::ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode,
+                               uint64_t block, char* buf) {
+  auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
+  Status st = Fetch(seg, ptr, raw.get());
+  if (st.ok()) st = CheckAndCopy(ptr, inode, block, raw.get(), buf);
+  return Report(std::move(st));
+}
+
+Status ValueLog::Impl::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf) {
+  std::shared_ptr<Segment> seg;
+  Status st = Locate(ptr, &seg);
+  if (!st.ok()) return Report(std::move(st));
+  return ReadOne(*seg, ptr, inode, block, buf);
+}
+
+Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
+  std::vector<std::shared_ptr<Segment>> segs(reqs.size());
+  std::vector<size_t> order;
+  order.reserve(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].status = Locate(reqs[i].ptr, &segs[i]);
+    if (reqs[i].status.ok()) {
+      order.push_back(i);
+    } else {
+      reqs[i].status = Report(std::move(reqs[i].status));
+    }
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const BlockPtr& pa = reqs[a].ptr;
+    const BlockPtr& pb = reqs[b].ptr;
+    return pa.segment != pb.segment ? pa.segment < pb.segment : pa.offset < pb.offset;
+  });
+  std::string scratch;
+  for (size_t i = 0; i < order.size();) {
+    // A run: records back to back in one segment, all in the file (the
+    // append buffer is read under the stream lock, record by record).
+    Segment& seg = *segs[order[i]];
+    const uint64_t flushed = seg.flushed.load(std::memory_order_acquire);
+    const BlockPtr& first = reqs[order[i]].ptr;
+    const uint64_t start = first.offset;
+    uint64_t end = start + first.record_size();
+    size_t j = i + 1;
+    for (; j < order.size(); ++j) {
+      const BlockPtr& p = reqs[order[j]].ptr;
+      const uint64_t next_end = end + p.record_size();
+      if (p.segment != first.segment || p.offset != end || next_end > flushed ||
+          next_end - start > kMaxMergedRead) {
+        break;
+      }
+      end = next_end;
+    }
+    if (j - i == 1) {
+      for (size_t k = i; k < j; ++k) {
+        ReadRequest& r = reqs[order[k]];
+        r.status = ReadOne(seg, r.ptr, r.inode, r.block, r.buf);
+      }
+    } else {
+      scratch.resize(end - start);
+      Status st = ReadFile(seg, start, end - start, scratch.data());
+      for (size_t k = i; k < j; ++k) {
+        ReadRequest& r = reqs[order[k]];
+        r.status = st.ok() ? CheckAndCopy(r.ptr, r.inode, r.block,
+                                          scratch.data() + (r.ptr.offset - start), r.buf)
+                           : st;
+        r.status = Report(std::move(r.status));
+      }
+    }
+    i = j;
+  }
+  for (const ReadRequest& r : reqs) {
+    if (!r.status.ok()) return r.status;
+  }
+  return Status::OK();
+}
+
+// ---- Liveness and introspection ---------------------------------------------
+
+void ValueLog::Impl::Release(const BlockPtr& ptr) {
+  std::shared_ptr<Segment> seg = Find(ptr.segment);
+  if (seg == nullptr) {
+    Log("Release of a record in unknown " + SegName(ptr.segment));
+    return;
+  }
+  SubtractLive(*seg, ptr.record_size());
+}
+
+void ValueLog::Impl::AddLive(const BlockPtr& ptr) {
+  std::shared_ptr<Segment> seg = Find(ptr.segment);
+  if (seg == nullptr) {
+    Log("AddLive of a record in unknown " + SegName(ptr.segment));
+    return;
+  }
+  seg->live.fetch_add(ptr.record_size(), std::memory_order_relaxed);
+}
+
+void ValueLog::Impl::ResetLive() {
+  for (const auto& seg : Snapshot()) seg->live = 0;
+}
+
+std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
+  std::vector<SegmentInfo> out;
+  for (const auto& seg : Snapshot()) {
+    SegmentInfo info;
+    info.id = seg->id;
+    info.stream = seg->stream;
+    info.open = seg->open.load();
+    info.size = seg->size.load();
+    info.live_bytes = seg->live.load();
+    const uint64_t payload = info.size > kSegmentHeaderSize ? info.size - kSegmentHeaderSize : 0;
+    info.garbage_bytes = payload > info.live_bytes ? payload - info.live_bytes : 0;
+    out.push_back(info);
+  }
+  return out;
+}
+
+Stats ValueLog::Impl::stats() const {
+  Stats s;
+  s.records_appended = records_appended_.load();
+  s.bytes_appended = bytes_appended_.load();
+  s.records_read = records_read_.load();
+  s.bytes_read = bytes_read_.load();
+  s.preads = preads_.load();
+  s.checksum_errors = checksum_errors_.load();
+  return s;
+}
+
+uint64_t ValueLog::Impl::TotalBytes() const {
+  uint64_t total = 0;
+  for (const auto& seg : Snapshot()) total += seg->size.load();
+  return total;
+}
+
+void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) {
+  uint64_t cur = next_seq_.load();
+  while (cur <= seq && !next_seq_.compare_exchange_weak(cur, seq + 1)) {
+  }
+}
+
+Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn) {
+  std::shared_ptr<Segment> seg = Find(id);
+  if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
+  if (seg->damaged()) return seg->damage;
+  if (seg->open.load()) {
+    StreamState& s = streams_[static_cast<int>(seg->stream)];
+    std::lock_guard lk(s.mu);
+    if (s.seg == seg) SEPFS_RETURN_IF_ERROR(FlushLocked(s));
+  }
+  const uint64_t limit = seg->flushed.load(std::memory_order_acquire);
+  seg->file->Advise(0, limit, POSIX_FADV_SEQUENTIAL);
+  SegmentReader reader(seg->file.get(), id, limit);
+  for (;;) {
+    RecordHeader h;
+    std::string_view data;
+    bool at_end;
+    Status st = reader.Next(&h, &data, &at_end);
+    if (at_end) return Status::OK();
+    if (!st.ok() && !st.IsCorruption()) return st;
+    const BlockPtr ptr{id, static_cast<uint32_t>(reader.offset()), h.data_len, h.seq};
+    if (!st.ok()) {
+      (void)fn(ptr, h, {}, st);
+      return Status::OK();
+    }
+    if (!fn(ptr, h, data, st)) return Status::OK();
+  }
+}
+
+// ---- ValueLog -------------------------------------------------------------
+
+ValueLog::ValueLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ValueLog::~ValueLog() = default;
+
+Status ValueLog::Open(const Options& options, const std::string& dir,
+                      std::unique_ptr<ValueLog>* out) {
+  auto impl = std::make_unique<Impl>(options, dir);
+  SEPFS_RETURN_IF_ERROR(impl->Load());
+  out->reset(new ValueLog(std::move(impl)));
+  return Status::OK();
+}
+
+Status ValueLog::Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
+                        BlockPtr* ptr) {
+  return impl_->Append(stream, inode, block, data, ptr);
+}
+Status ValueLog::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf) {
+  return impl_->Read(ptr, inode, block, buf);
+}
+Status ValueLog::ReadMany(std::span<ReadRequest> reqs) { return impl_->ReadMany(reqs); }
+Status ValueLog::Flush() { return impl_->Flush(); }
+Status ValueLog::Sync() { return impl_->Sync(); }
+void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
+void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
+void ValueLog::ResetLive() { impl_->ResetLive(); }
+std::vector<SegmentInfo> ValueLog::Segments() const { return impl_->Segments(); }
+Stats ValueLog::stats() const { return impl_->stats(); }
+uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
+Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn) { return impl_->ScanSegment(id, fn); }
+uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }
+void ValueLog::EnsureSeqAbove(uint64_t seq) { impl_->EnsureSeqAbove(seq); }
+const std::string& ValueLog::dir() const { return impl_->dir(); }
+
+}  // namespace sepfs::vlog

@@ -17,6 +17,18 @@
 // metadata durable (survives power loss; also syncs the vlog directory when
 // segments were created).
 //
+// Write failures: when writing an append buffer fails (e.g. ENOSPC), the
+// call that flushed (Append, Flush, Sync) returns the error, the segment file
+// is truncated back to its last good size and the buffered records that had
+// not reached the file are dropped (their live bytes are taken back). Nothing
+// durable can point at them (see the durability order), reads of their
+// pointers return Corruption, and the log stays appendable: later appends go
+// to the same segment at the last good size.
+//
+// Segment ids start at 1 and a new segment takes max existing id + 1.
+// Sequence numbers start at 1 and are strictly increasing across the whole
+// log, also across reopen (gaps are possible).
+//
 // Thread safety: all methods may be called concurrently.
 #pragma once
 
@@ -78,13 +90,17 @@ class ValueLog {
   // Opens (creating if missing, mode 0700) the segment directory `dir`.
   // Reads every segment header, learns the highest sequence number by
   // scanning the newest segment of each stream, and starts new segments for
-  // appends. All live counts start at zero (see AddLive).
+  // appends. All live counts start at zero (see AddLive). A segment whose
+  // header is bad is logged and kept as damaged: reads of it return
+  // Corruption. Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);
   ~ValueLog();  // Flushes buffers (errors are logged).
 
   // Appends a record for (inode, block) with `data` to `stream` and returns
-  // where it lives. data.size() <= kMaxRecordData.
+  // where it lives. data.size() <= kMaxRecordData (else InvalidArgument).
+  // A record that does not fit the open segment's remaining room goes to a
+  // fresh segment; a record larger than segment_size gets a segment alone.
   Status Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
                 BlockPtr* ptr);
 
@@ -118,8 +134,18 @@ class ValueLog {
   uint64_t TotalBytes() const;
 
   // Reads segment `id` front to back (sequentially, fadvise SEQUENTIAL),
-  // calling fn for each record; for fsck and GC.
+  // calling fn for each record; for fsck and GC. An open segment's append
+  // buffer is flushed first. A torn or damaged record is reported through fn
+  // and ends the scan with OK; the return value is non-OK only for an
+  // unknown segment (NotFound), a damaged segment header (Corruption) or an
+  // I/O error.
   Status ScanSegment(uint32_t id, const ScanFn& fn);
+
+  // Highest sequence number handed out (or learned at Open); 0 if none.
+  uint64_t LastSeq() const;
+  // Makes the next sequence number greater than seq (e.g. a seq recorded in
+  // the metadata whose segment has since been deleted).
+  void EnsureSeqAbove(uint64_t seq);
 
   const std::string& dir() const;
 

@@ -1,0 +1,173 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "vlog/env.h"
+
+namespace sepfs {
+namespace {
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Sets the umask for the scope.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t m) : old_(::umask(m)) {}
+  ~ScopedUmask() { ::umask(old_); }
+
+ private:
+  mode_t old_;
+};
+
+class EnvPosixTest : public ::testing::Test {
+ protected:
+  Env* env_ = Env::Default();
+  testing::TempDir tmp_;
+  std::string Path(const std::string& name) { return tmp_.path() + "/" + name; }
+};
+
+TEST_F(EnvPosixTest, DefaultIsASingleton) { EXPECT_EQ(Env::Default(), Env::Default()); }
+
+TEST_F(EnvPosixTest, ModesAreOwnerOnlyWhateverTheUmask) {
+  for (mode_t mask : {mode_t{0}, mode_t{0277}, mode_t{0777}}) {
+    ScopedUmask um(mask);
+    const std::string tag = std::to_string(mask);
+    std::unique_ptr<File> f;
+    ASSERT_TRUE(env_->OpenFile(Path("create" + tag), OpenMode::kCreate, &f).ok());
+    EXPECT_EQ(ModeOf(Path("create" + tag)), 0600u) << tag;
+    ASSERT_TRUE(env_->OpenFile(Path("excl" + tag), OpenMode::kCreateExclusive, &f).ok());
+    EXPECT_EQ(ModeOf(Path("excl" + tag)), 0600u) << tag;
+    ASSERT_TRUE(env_->CreateDir(Path("dir" + tag)).ok());
+    EXPECT_EQ(ModeOf(Path("dir" + tag)), 0700u) << tag;
+    std::unique_ptr<FileLock> lock;
+    ASSERT_TRUE(env_->LockFile(Path("lock" + tag), &lock).ok());
+    EXPECT_EQ(ModeOf(Path("lock" + tag)), 0600u) << tag;
+  }
+}
+
+TEST_F(EnvPosixTest, WriteReadSizeTruncate) {
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("f"), OpenMode::kCreate, &f).ok());
+  EXPECT_EQ(f->path(), Path("f"));
+  const std::string data = testing::Payload(1, 300000);
+  ASSERT_TRUE(f->Write(100, data).ok());
+  uint64_t size = 0;
+  ASSERT_TRUE(f->Size(&size).ok());
+  EXPECT_EQ(size, 300100u);
+  std::string back(data.size(), '\0');
+  size_t got = 0;
+  ASSERT_TRUE(f->Read(100, back.size(), back.data(), &got).ok());
+  EXPECT_EQ(got, data.size());
+  EXPECT_EQ(back, data);
+  // Short only at end of file.
+  ASSERT_TRUE(f->Read(300000, 500, back.data(), &got).ok());
+  EXPECT_EQ(got, 100u);
+  EXPECT_EQ(std::string(back.data(), 100), data.substr(299900));
+  ASSERT_TRUE(f->Sync().ok());
+  ASSERT_TRUE(f->Truncate(1000).ok());
+  ASSERT_TRUE(f->Size(&size).ok());
+  EXPECT_EQ(size, 1000u);
+  f->Advise(0, 0, POSIX_FADV_SEQUENTIAL);
+}
+
+TEST_F(EnvPosixTest, PunchHoleReadsZeros) {
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("f"), OpenMode::kCreate, &f).ok());
+  ASSERT_TRUE(f->Write(0, std::string(3 * 4096, 'x')).ok());
+  ASSERT_TRUE(f->PunchHole(4096, 4096).ok());
+  std::string back(3 * 4096, '\0');
+  size_t got;
+  ASSERT_TRUE(f->Read(0, back.size(), back.data(), &got).ok());
+  ASSERT_EQ(got, back.size());
+  EXPECT_EQ(back.substr(0, 4096), std::string(4096, 'x'));
+  EXPECT_EQ(back.substr(4096, 4096), std::string(4096, '\0'));
+  EXPECT_EQ(back.substr(8192), std::string(4096, 'x'));
+  uint64_t size;
+  ASSERT_TRUE(f->Size(&size).ok());
+  EXPECT_EQ(size, 3u * 4096);
+}
+
+TEST_F(EnvPosixTest, OpenModes) {
+  std::unique_ptr<File> f;
+  Status st = env_->OpenFile(Path("missing"), OpenMode::kRead, &f);
+  EXPECT_EQ(st.err(), ENOENT);
+  EXPECT_NE(st.message().find(Path("missing")), std::string::npos);
+  EXPECT_NE(st.message().find("open"), std::string::npos);
+  EXPECT_EQ(env_->OpenFile(Path("missing"), OpenMode::kReadWrite, &f).err(), ENOENT);
+
+  ASSERT_TRUE(env_->OpenFile(Path("a"), OpenMode::kCreate, &f).ok());
+  ASSERT_TRUE(f->Write(0, "hello").ok());
+  f.reset();
+  // kCreate opens an existing file without truncating it.
+  ASSERT_TRUE(env_->OpenFile(Path("a"), OpenMode::kCreate, &f).ok());
+  uint64_t size;
+  ASSERT_TRUE(f->Size(&size).ok());
+  EXPECT_EQ(size, 5u);
+  EXPECT_EQ(env_->OpenFile(Path("a"), OpenMode::kCreateExclusive, &f).err(), EEXIST);
+
+  ASSERT_TRUE(env_->OpenFile(Path("a"), OpenMode::kRead, &f).ok());
+  st = f->Write(0, "x");
+  EXPECT_EQ(st.err(), EBADF);
+  EXPECT_NE(st.message().find(Path("a")), std::string::npos);
+}
+
+TEST_F(EnvPosixTest, DirectoryOperations) {
+  ASSERT_TRUE(env_->CreateDir(Path("d")).ok());
+  Status st = env_->CreateDir(Path("d"));
+  EXPECT_EQ(st.err(), EEXIST);
+  EXPECT_NE(st.message().find("mkdir"), std::string::npos);
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("d/x"), OpenMode::kCreate, &f).ok());
+  ASSERT_TRUE(env_->OpenFile(Path("d/y"), OpenMode::kCreate, &f).ok());
+  std::vector<std::string> names;
+  ASSERT_TRUE(env_->ListDir(Path("d"), &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(env_->Exists(Path("d/x")).ok());
+  EXPECT_TRUE(env_->Exists(Path("d/z")).IsNotFound());
+  ASSERT_TRUE(env_->RenameFile(Path("d/x"), Path("d/z")).ok());
+  EXPECT_TRUE(env_->Exists(Path("d/z")).ok());
+  EXPECT_EQ(env_->RenameFile(Path("d/x"), Path("d/w")).err(), ENOENT);
+  ASSERT_TRUE(env_->SyncDir(Path("d")).ok());
+  EXPECT_EQ(env_->RemoveDir(Path("d")).err(), ENOTEMPTY);
+  ASSERT_TRUE(env_->RemoveFile(Path("d/z")).ok());
+  ASSERT_TRUE(env_->RemoveFile(Path("d/y")).ok());
+  EXPECT_EQ(env_->RemoveFile(Path("d/y")).err(), ENOENT);
+  ASSERT_TRUE(env_->RemoveDir(Path("d")).ok());
+  EXPECT_EQ(env_->ListDir(Path("d"), &names).err(), ENOENT);
+  EXPECT_EQ(env_->SyncDir(Path("d")).err(), ENOENT);
+}
+
+TEST_F(EnvPosixTest, LockFileTwiceIsBusy) {
+  std::unique_ptr<FileLock> a, b;
+  ASSERT_TRUE(env_->LockFile(Path("LOCK"), &a).ok());
+  Status st = env_->LockFile(Path("LOCK"), &b);
+  EXPECT_EQ(st.err(), EBUSY);
+  EXPECT_NE(st.message().find("already mounted"), std::string::npos);
+  EXPECT_NE(st.message().find(Path("LOCK")), std::string::npos);
+  EXPECT_EQ(b, nullptr);
+  a.reset();
+  EXPECT_TRUE(env_->LockFile(Path("LOCK"), &b).ok());
+}
+
+TEST_F(EnvPosixTest, FreeSpace) {
+  uint64_t avail = 0, total = 0;
+  ASSERT_TRUE(env_->FreeSpace(tmp_.path(), &avail, &total).ok());
+  EXPECT_GT(total, 0u);
+  EXPECT_LE(avail, total);
+  EXPECT_EQ(env_->FreeSpace(Path("nope"), &avail, &total).err(), ENOENT);
+}
+
+}  // namespace
+}  // namespace sepfs

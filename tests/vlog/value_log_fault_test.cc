@@ -1,0 +1,376 @@
+// Damaged segment files on disk and injected I/O failures.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "vlog/value_log.h"
+
+namespace sepfs::vlog {
+namespace {
+
+using testing::Payload;
+
+struct Written {
+  BlockPtr ptr;
+  uint64_t inode;
+  uint64_t block;
+  std::string data;
+};
+
+// Fails File::Write with ENOSPC while `fail_writes` is set; with
+// `partial_writes`, writes half of the data before failing.
+class FaultEnv : public EnvWrapper {
+ public:
+  FaultEnv() : EnvWrapper(Env::Default()) {}
+
+  std::atomic<bool> fail_writes{false};
+  std::atomic<bool> partial_writes{false};
+  std::atomic<int> syncs{0};
+  std::atomic<int> dir_syncs{0};
+
+  Status OpenFile(const std::string& p, OpenMode m, std::unique_ptr<File>* out) override {
+    std::unique_ptr<File> f;
+    SEPFS_RETURN_IF_ERROR(target()->OpenFile(p, m, &f));
+    *out = std::make_unique<FaultFile>(this, std::move(f));
+    return Status::OK();
+  }
+  Status SyncDir(const std::string& d) override {
+    ++dir_syncs;
+    return target()->SyncDir(d);
+  }
+
+ private:
+  class FaultFile : public File {
+   public:
+    FaultFile(FaultEnv* env, std::unique_ptr<File> f) : env_(env), f_(std::move(f)) {}
+    Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
+      return f_->Read(off, n, buf, got);
+    }
+    Status Write(uint64_t off, std::string_view data) override {
+      if (env_->fail_writes) {
+        if (env_->partial_writes) (void)f_->Write(off, data.substr(0, data.size() / 2));
+        return Status::FromErrno(ENOSPC, f_->path() + ": pwrite: injected");
+      }
+      return f_->Write(off, data);
+    }
+    Status Sync() override {
+      ++env_->syncs;
+      return f_->Sync();
+    }
+    Status Size(uint64_t* size) override { return f_->Size(size); }
+    Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+    Status PunchHole(uint64_t off, uint64_t len) override { return f_->PunchHole(off, len); }
+    void Advise(uint64_t off, uint64_t len, int advice) override { f_->Advise(off, len, advice); }
+    const std::string& path() const override { return f_->path(); }
+
+   private:
+    FaultEnv* env_;
+    std::unique_ptr<File> f_;
+  };
+};
+
+class ValueLogFaultTest : public ::testing::Test {
+ protected:
+  void OpenLog() {
+    vlog_.reset();
+    options_.env = &env_;
+    options_.segment_size = 1 << 20;
+    options_.append_buffer_size = 64 << 10;
+    Status st = ValueLog::Open(options_, dir_, &vlog_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  Written Put(Stream stream, uint64_t inode, uint64_t block, size_t size) {
+    Written w{{}, inode, block, Payload(inode * 7919 + block, size)};
+    Status st = vlog_->Append(stream, inode, block, w.data, &w.ptr);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return w;
+  }
+  Status ReadBack(const Written& w) {
+    std::string buf(w.data.size(), '\0');
+    Status st = vlog_->Read(w.ptr, w.inode, w.block, buf.data());
+    if (st.ok() && buf != w.data) return Status::IOError("wrong bytes returned");
+    return st;
+  }
+  std::string SegPath(uint32_t id) { return dir_ + "/" + SegmentFileName(id); }
+  void FlipByte(uint32_t seg, uint64_t off) {
+    int fd = ::open(SegPath(seg).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    char c;
+    ASSERT_EQ(::pread(fd, &c, 1, off), 1);
+    c ^= 0x20;
+    ASSERT_EQ(::pwrite(fd, &c, 1, off), 1);
+    ::close(fd);
+  }
+  void Truncate(uint32_t seg, uint64_t size) {
+    ASSERT_EQ(::truncate(SegPath(seg).c_str(), size), 0);
+  }
+  uint64_t FileSize(uint32_t seg) {
+    struct stat st;
+    EXPECT_EQ(::stat(SegPath(seg).c_str(), &st), 0);
+    return st.st_size;
+  }
+  std::vector<Written> WriteAndClose(int n, size_t size) {
+    OpenLog();
+    std::vector<Written> all;
+    for (int i = 0; i < n; ++i) all.push_back(Put(Stream::kHot, 1, i, size));
+    EXPECT_TRUE(vlog_->Sync().ok());
+    vlog_.reset();
+    return all;
+  }
+
+  FaultEnv env_;
+  testing::TempDir tmp_;
+  std::string dir_ = tmp_.path() + "/vlog";
+  Options options_;
+  std::unique_ptr<ValueLog> vlog_;
+};
+
+TEST_F(ValueLogFaultTest, FlippedDataByteIsEio) {
+  auto all = WriteAndClose(5, 1000);
+  FlipByte(all[2].ptr.segment, all[2].ptr.offset + kRecordHeaderSize + 500);
+  OpenLog();
+  Status st = ReadBack(all[2]);
+  EXPECT_EQ(st.err(), EIO);
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_NE(st.message().find("offset " + std::to_string(all[2].ptr.offset)), std::string::npos)
+      << st.ToString();
+  EXPECT_EQ(vlog_->stats().checksum_errors, 1u);
+  for (int i : {0, 1, 3, 4}) EXPECT_TRUE(ReadBack(all[i]).ok()) << i;
+}
+
+TEST_F(ValueLogFaultTest, FlippedHeaderBytesAreEio) {
+  auto all = WriteAndClose(5, 1000);
+  // inode field, reserved field, checksum field.
+  FlipByte(all[1].ptr.segment, all[1].ptr.offset + 16);
+  FlipByte(all[2].ptr.segment, all[2].ptr.offset + 13);
+  FlipByte(all[3].ptr.segment, all[3].ptr.offset + 45);
+  OpenLog();
+  for (int i : {1, 2, 3}) {
+    Status st = ReadBack(all[i]);
+    EXPECT_EQ(st.err(), EIO) << i;
+    EXPECT_TRUE(st.IsCorruption()) << i;
+  }
+  EXPECT_EQ(vlog_->stats().checksum_errors, 3u);
+  EXPECT_TRUE(ReadBack(all[0]).ok());
+  EXPECT_TRUE(ReadBack(all[4]).ok());
+
+  // ReadMany checks every record of a merged read as well.
+  std::vector<std::string> bufs(5, std::string(1000, '\0'));
+  std::vector<ReadRequest> reqs(5);
+  for (int i = 0; i < 5; ++i) {
+    reqs[i].ptr = all[i].ptr;
+    reqs[i].inode = all[i].inode;
+    reqs[i].block = all[i].block;
+    reqs[i].buf = bufs[i].data();
+  }
+  EXPECT_EQ(vlog_->ReadMany(reqs).err(), EIO);
+  EXPECT_TRUE(reqs[0].status.ok());
+  EXPECT_TRUE(reqs[4].status.ok());
+  EXPECT_EQ(bufs[4], all[4].data);
+  for (int i : {1, 2, 3}) EXPECT_TRUE(reqs[i].status.IsCorruption()) << i;
+}
+
+TEST_F(ValueLogFaultTest, TruncatedSegmentTornTail) {
+  auto all = WriteAndClose(6, 1000);
+  const uint32_t seg = all[0].ptr.segment;
+  Truncate(seg, all[4].ptr.offset + 500);  // cut inside record 4
+  OpenLog();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ReadBack(all[i]).ok()) << i;
+  for (int i : {4, 5}) {
+    Status st = ReadBack(all[i]);
+    EXPECT_EQ(st.err(), EIO) << i;
+    EXPECT_TRUE(st.IsCorruption()) << i;
+  }
+  // The torn records' seqs are not reused, since the newest intact one is known.
+  EXPECT_EQ(vlog_->LastSeq(), all[3].ptr.seq);
+  Written next = Put(Stream::kHot, 2, 0, 100);
+  EXPECT_GT(next.ptr.seq, all[3].ptr.seq);
+  EXPECT_NE(next.ptr.segment, seg);
+  EXPECT_TRUE(ReadBack(next).ok());
+
+  // ScanSegment reports the torn record and stops.
+  std::vector<uint32_t> offsets;
+  Status bad;
+  ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr& p, const RecordHeader&,
+                                          std::string_view, const Status& st) {
+                     offsets.push_back(p.offset);
+                     if (!st.ok()) bad = st;
+                     return true;
+                   })
+                  .ok());
+  ASSERT_EQ(offsets.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(offsets[i], all[i].ptr.offset);
+  EXPECT_TRUE(bad.IsCorruption());
+
+  // Seqs keep increasing over another reopen.
+  vlog_.reset();
+  OpenLog();
+  EXPECT_EQ(vlog_->LastSeq(), next.ptr.seq);
+  Written again = Put(Stream::kHot, 2, 1, 100);
+  EXPECT_GT(again.ptr.seq, next.ptr.seq);
+  EXPECT_TRUE(ReadBack(next).ok());
+}
+
+TEST_F(ValueLogFaultTest, ScanStopsAtCorruptRecordInTheMiddle) {
+  auto all = WriteAndClose(6, 300);
+  FlipByte(all[2].ptr.segment, all[2].ptr.offset + kRecordHeaderSize + 1);
+  OpenLog();
+  int ok = 0, bad = 0;
+  ASSERT_TRUE(vlog_->ScanSegment(all[0].ptr.segment, [&](const BlockPtr& p, const RecordHeader&,
+                                                         std::string_view data,
+                                                         const Status& st) {
+                     if (st.ok()) {
+                       ++ok;
+                     } else {
+                       ++bad;
+                       EXPECT_EQ(p.offset, all[2].ptr.offset);
+                       EXPECT_TRUE(data.empty());
+                     }
+                     return true;
+                   })
+                  .ok());
+  EXPECT_EQ(ok, 2);
+  EXPECT_EQ(bad, 1);
+}
+
+TEST_F(ValueLogFaultTest, DamagedSegmentHeaderIsKeptAndReadsFail) {
+  auto all = WriteAndClose(3, 100);
+  const uint32_t seg = all[0].ptr.segment;
+  FlipByte(seg, 8);  // segment_id field of the header
+  OpenLog();
+  bool listed = false;
+  for (const SegmentInfo& s : vlog_->Segments()) listed |= s.id == seg;
+  EXPECT_TRUE(listed);
+  Status st = ReadBack(all[0]);
+  EXPECT_EQ(st.err(), EIO);
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_TRUE(vlog_->ScanSegment(seg, [](auto&&...) { return true; }).IsCorruption());
+  // Its records still count for the sequence numbers, and new segments get new ids.
+  Written next = Put(Stream::kHot, 5, 0, 10);
+  EXPECT_GT(next.ptr.seq, all[2].ptr.seq);
+  EXPECT_GT(next.ptr.segment, seg);
+}
+
+TEST_F(ValueLogFaultTest, ShortSegmentFileIsDamagedNotFatal) {
+  ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
+  int fd = ::open(SegPath(3).c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "VSEG", 4), 4);
+  ::close(fd);
+  OpenLog();
+  ASSERT_EQ(vlog_->Segments().size(), 1u);
+  Written w = Put(Stream::kHot, 1, 0, 10);
+  EXPECT_EQ(w.ptr.segment, 4u);
+  BlockPtr p{3, 64, 10, 1};
+  std::string buf(10, '\0');
+  EXPECT_TRUE(vlog_->Read(p, 1, 0, buf.data()).IsCorruption());
+}
+
+TEST_F(ValueLogFaultTest, EnospcOnFlushKeepsTheLogUsable) {
+  for (bool partial : {false, true}) {
+    SCOPED_TRACE(partial ? "partial write" : "no write");
+    OpenLog();
+    Written kept = Put(Stream::kHot, 1, 0, 2000);
+    ASSERT_TRUE(vlog_->Flush().ok());
+    const uint32_t seg = kept.ptr.segment;
+    const uint64_t good_size = FileSize(seg);
+
+    Written lost1 = Put(Stream::kHot, 1, 1, 3000);
+    Written lost2 = Put(Stream::kHot, 1, 2, 3000);
+    EXPECT_TRUE(ReadBack(lost1).ok());  // buffered
+    env_.partial_writes = partial;
+    env_.fail_writes = true;
+    Status st = vlog_->Flush();
+    EXPECT_EQ(st.err(), ENOSPC) << st.ToString();
+    env_.fail_writes = false;
+
+    EXPECT_EQ(FileSize(seg), good_size);  // truncated back
+    EXPECT_TRUE(ReadBack(lost1).IsCorruption());
+    EXPECT_TRUE(ReadBack(lost2).IsCorruption());
+    EXPECT_TRUE(ReadBack(kept).ok());
+    for (const SegmentInfo& s : vlog_->Segments()) {
+      if (s.id == seg) {
+        EXPECT_EQ(s.size, good_size);
+        EXPECT_EQ(s.live_bytes, kept.ptr.record_size());
+      }
+    }
+
+    Written after = Put(Stream::kHot, 1, 3, 1500);
+    EXPECT_GT(after.ptr.seq, lost2.ptr.seq);
+    EXPECT_TRUE(ReadBack(after).ok());
+    ASSERT_TRUE(vlog_->Sync().ok());
+    EXPECT_TRUE(ReadBack(after).ok());
+    EXPECT_TRUE(ReadBack(lost1).IsCorruption());  // seq check: never the new record's bytes
+
+    vlog_.reset();
+    OpenLog();
+    EXPECT_TRUE(ReadBack(kept).ok());
+    EXPECT_TRUE(ReadBack(after).ok());
+    EXPECT_TRUE(ReadBack(lost2).IsCorruption());
+    int records = 0;
+    ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr&, const RecordHeader&,
+                                            std::string_view, const Status& s) {
+                       EXPECT_TRUE(s.ok()) << s.ToString();
+                       ++records;
+                       return true;
+                     })
+                    .ok());
+    EXPECT_EQ(records, 2);
+    vlog_.reset();
+  }
+}
+
+TEST_F(ValueLogFaultTest, EnospcWhenAppendFillsTheBuffer) {
+  OpenLog();
+  Written first = Put(Stream::kCold, 1, 0, 40000);
+  env_.fail_writes = true;
+  BlockPtr p;
+  // Does not fit the 64 KiB buffer next to `first`: the flush fails.
+  Status st = vlog_->Append(Stream::kCold, 1, 1, std::string(40000, 'z'), &p);
+  EXPECT_EQ(st.err(), ENOSPC);
+  env_.fail_writes = false;
+  EXPECT_TRUE(ReadBack(first).IsCorruption());
+  Written next = Put(Stream::kCold, 1, 2, 40000);
+  ASSERT_TRUE(vlog_->Flush().ok());
+  EXPECT_TRUE(ReadBack(next).ok());
+}
+
+TEST_F(ValueLogFaultTest, EnospcCreatingASegmentLeavesNoFile) {
+  OpenLog();
+  env_.fail_writes = true;
+  BlockPtr p;
+  EXPECT_EQ(vlog_->Append(Stream::kHot, 1, 0, "abc", &p).err(), ENOSPC);
+  env_.fail_writes = false;
+  std::vector<std::string> names;
+  ASSERT_TRUE(Env::Default()->ListDir(dir_, &names).ok());
+  EXPECT_TRUE(names.empty());
+  EXPECT_TRUE(vlog_->Segments().empty());
+  Written w = Put(Stream::kHot, 1, 0, 100);
+  EXPECT_TRUE(ReadBack(w).ok());
+}
+
+TEST_F(ValueLogFaultTest, SyncSyncsWrittenSegmentsAndTheDirectory) {
+  OpenLog();
+  Put(Stream::kHot, 1, 0, 100);
+  Put(Stream::kCold, 1, 1, 100);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  EXPECT_EQ(env_.syncs.load(), 2);
+  EXPECT_EQ(env_.dir_syncs.load(), 1);
+  ASSERT_TRUE(vlog_->Sync().ok());  // nothing new
+  EXPECT_EQ(env_.syncs.load(), 2);
+  EXPECT_EQ(env_.dir_syncs.load(), 1);
+  Put(Stream::kHot, 1, 2, 100);
+  ASSERT_TRUE(vlog_->Sync().ok());  // one segment written, none created
+  EXPECT_EQ(env_.syncs.load(), 3);
+  EXPECT_EQ(env_.dir_syncs.load(), 1);
+}
+
+}  // namespace
+}  // namespace sepfs::vlog

@@ -1,0 +1,397 @@
+#include "vlog/value_log.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace sepfs::vlog {
+namespace {
+
+using testing::Payload;
+
+struct Written {
+  BlockPtr ptr;
+  uint64_t inode;
+  uint64_t block;
+  std::string data;
+};
+
+class ValueLogTest : public ::testing::Test {
+ protected:
+  void OpenLog(uint64_t segment_size = 1 << 20, size_t buffer = 64 << 10) {
+    vlog_.reset();
+    options_.segment_size = segment_size;
+    options_.append_buffer_size = buffer;
+    ASSERT_TRUE(ValueLog::Open(options_, dir_, &vlog_).ok());
+  }
+  void Reopen() { OpenLog(options_.segment_size, options_.append_buffer_size); }
+
+  Written Put(Stream stream, uint64_t inode, uint64_t block, size_t size) {
+    Written w{{}, inode, block, Payload(inode * 1000003 + block, size)};
+    Status st = vlog_->Append(stream, inode, block, w.data, &w.ptr);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return w;
+  }
+
+  void ExpectReadable(const Written& w) {
+    std::string buf(w.data.size(), '\0');
+    Status st = vlog_->Read(w.ptr, w.inode, w.block, buf.data());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(buf, w.data);
+  }
+
+  std::map<uint32_t, SegmentInfo> SegmentMap() {
+    std::map<uint32_t, SegmentInfo> m;
+    for (const SegmentInfo& s : vlog_->Segments()) m[s.id] = s;
+    return m;
+  }
+
+  testing::TempDir tmp_;
+  std::string dir_ = tmp_.path() + "/vlog";
+  Options options_;
+  std::unique_ptr<ValueLog> vlog_;
+};
+
+TEST_F(ValueLogTest, OpenCreatesOwnerOnlyDirectory) {
+  OpenLog();
+  struct stat st;
+  ASSERT_EQ(::stat(dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(vlog_->dir(), dir_);
+  EXPECT_TRUE(vlog_->Segments().empty());  // segments are created lazily
+  EXPECT_EQ(vlog_->LastSeq(), 0u);
+}
+
+TEST_F(ValueLogTest, RejectsBadOptionsAndOversizedRecords) {
+  options_.segment_size = 100;
+  EXPECT_EQ(ValueLog::Open(options_, dir_, &vlog_).err(), EINVAL);
+  OpenLog();
+  std::string big(kMaxRecordData + 1, 'x');
+  BlockPtr p;
+  EXPECT_EQ(vlog_->Append(Stream::kHot, 1, 1, big, &p).err(), EINVAL);
+}
+
+TEST_F(ValueLogTest, ReadFromBufferAfterFlushAndAfterReopen) {
+  OpenLog();
+  Written a = Put(Stream::kHot, 5, 0, 4096);
+  Written b = Put(Stream::kHot, 5, 1, 0);
+  Written c = Put(Stream::kCold, 6, 0, 777);
+  EXPECT_EQ(a.ptr.offset, kSegmentHeaderSize);
+  EXPECT_EQ(b.ptr.offset, a.ptr.offset + a.ptr.record_size());
+  EXPECT_EQ(b.ptr.segment, a.ptr.segment);
+  EXPECT_NE(c.ptr.segment, a.ptr.segment);
+  EXPECT_LT(a.ptr.seq, b.ptr.seq);
+  EXPECT_LT(b.ptr.seq, c.ptr.seq);
+  EXPECT_EQ(vlog_->LastSeq(), c.ptr.seq);
+
+  const uint64_t preads_before = vlog_->stats().preads;
+  for (const Written& w : {a, b, c}) ExpectReadable(w);
+  EXPECT_EQ(vlog_->stats().preads, preads_before);  // served from the buffers
+
+  ASSERT_TRUE(vlog_->Flush().ok());
+  for (const Written& w : {a, b, c}) ExpectReadable(w);
+  EXPECT_EQ(vlog_->stats().preads, preads_before + 3);
+
+  ASSERT_TRUE(vlog_->Sync().ok());
+  Reopen();
+  for (const Written& w : {a, b, c}) ExpectReadable(w);
+  EXPECT_EQ(vlog_->LastSeq(), c.ptr.seq);
+  // New appends never go to segments that existed at Open.
+  Written d = Put(Stream::kHot, 7, 0, 10);
+  EXPECT_GT(d.ptr.segment, std::max(a.ptr.segment, c.ptr.segment));
+  EXPECT_GT(d.ptr.seq, c.ptr.seq);
+  ExpectReadable(d);
+}
+
+TEST_F(ValueLogTest, DestructorFlushes) {
+  OpenLog();
+  Written a = Put(Stream::kHot, 1, 0, 5000);
+  vlog_.reset();
+  Reopen();
+  ExpectReadable(a);
+}
+
+TEST_F(ValueLogTest, ManyRecordsAcrossRotationsAndStreams) {
+  constexpr uint64_t kSegSize = 8192;
+  OpenLog(kSegSize, 3000);
+  std::mt19937 rng(7);
+  std::vector<Written> all;
+  for (int i = 0; i < 600; ++i) {
+    Stream s = (i % 3 == 0) ? Stream::kCold : Stream::kHot;
+    all.push_back(Put(s, 100 + i % 17, i, rng() % 2000));
+    if (i % 50 == 0) ExpectReadable(all[rng() % all.size()]);
+  }
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].ptr.seq, all[i].ptr.seq);
+  for (const Written& w : all) ExpectReadable(w);
+
+  auto segs = SegmentMap();
+  EXPECT_GT(segs.size(), 20u);
+  int open_per_stream[kNumStreams] = {};
+  for (const auto& [id, info] : segs) {
+    EXPECT_LE(info.size, kSegSize) << id;
+    if (info.open) ++open_per_stream[static_cast<int>(info.stream)];
+  }
+  EXPECT_EQ(open_per_stream[0], 1);
+  EXPECT_EQ(open_per_stream[1], 1);
+  // Every record lies in a segment of the stream it was appended to.
+  for (size_t i = 0; i < all.size(); ++i) {
+    Stream s = (i % 3 == 0) ? Stream::kCold : Stream::kHot;
+    EXPECT_EQ(segs[all[i].ptr.segment].stream, s) << i;
+  }
+  uint64_t total = 0;
+  for (const auto& [id, info] : segs) total += info.size;
+  EXPECT_EQ(vlog_->TotalBytes(), total);
+
+  Reopen();
+  for (const Written& w : all) ExpectReadable(w);
+  for (const auto& info : vlog_->Segments()) EXPECT_FALSE(info.open);
+  Written next = Put(Stream::kHot, 1, 1, 10);
+  EXPECT_GT(next.ptr.seq, all.back().ptr.seq);
+  EXPECT_GT(next.ptr.segment, segs.rbegin()->first);
+}
+
+TEST_F(ValueLogTest, RecordLargerThanSegmentGetsItsOwnSegment) {
+  OpenLog(4096, 1024);
+  Written small1 = Put(Stream::kHot, 1, 0, 100);
+  Written big = Put(Stream::kHot, 1, 1, 10000);
+  Written small2 = Put(Stream::kHot, 1, 2, 100);
+  EXPECT_NE(big.ptr.segment, small1.ptr.segment);
+  EXPECT_NE(big.ptr.segment, small2.ptr.segment);
+  EXPECT_EQ(big.ptr.offset, kSegmentHeaderSize);
+  auto segs = SegmentMap();
+  EXPECT_EQ(segs[big.ptr.segment].size, kSegmentHeaderSize + big.ptr.record_size());
+  for (const Written& w : {small1, big, small2}) ExpectReadable(w);
+  Reopen();
+  for (const Written& w : {small1, big, small2}) ExpectReadable(w);
+}
+
+TEST_F(ValueLogTest, ReadManyMergesAdjacentRecords) {
+  OpenLog(64 << 20, 1 << 20);
+  std::vector<Written> all;
+  for (int i = 0; i < 64; ++i) all.push_back(Put(Stream::kHot, 9, i, 4096));
+  ASSERT_TRUE(vlog_->Flush().ok());
+
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  std::vector<std::string> bufs(order.size(), std::string(4096, '\0'));
+  std::vector<ReadRequest> reqs(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Written& w = all[order[k]];
+    reqs[k].ptr = w.ptr;
+    reqs[k].inode = w.inode;
+    reqs[k].block = w.block;
+    reqs[k].buf = bufs[k].data();
+  }
+  const Stats before = vlog_->stats();
+  ASSERT_TRUE(vlog_->ReadMany(reqs).ok());
+  const Stats after = vlog_->stats();
+  EXPECT_LT(after.preads - before.preads, reqs.size());
+  EXPECT_EQ(after.preads - before.preads, 1u);
+  EXPECT_EQ(after.records_read - before.records_read, reqs.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    EXPECT_TRUE(reqs[k].status.ok());
+    EXPECT_EQ(bufs[k], all[order[k]].data) << k;
+  }
+}
+
+TEST_F(ValueLogTest, ReadManyMixesRunsBufferedRecordsAndBadRequests) {
+  OpenLog(64 << 20, 1 << 20);
+  std::vector<Written> flushed;
+  for (int i = 0; i < 10; ++i) flushed.push_back(Put(Stream::kHot, 3, i, 1000));
+  Written cold = Put(Stream::kCold, 4, 0, 500);
+  ASSERT_TRUE(vlog_->Flush().ok());
+  Written buffered = Put(Stream::kHot, 3, 10, 1000);
+
+  // Every other hot record (no runs), one run of three, the cold one, the
+  // buffered one, and one with the wrong inode in the middle of a run.
+  std::vector<const Written*> want = {&flushed[0], &flushed[2], &flushed[5], &flushed[6],
+                                      &flushed[7], &cold, &buffered, &flushed[8]};
+  std::vector<std::string> bufs(want.size() + 1, std::string(1000, '\0'));
+  std::vector<ReadRequest> reqs(want.size() + 1);
+  for (size_t k = 0; k < want.size(); ++k) {
+    reqs[k].ptr = want[k]->ptr;
+    reqs[k].inode = want[k]->inode;
+    reqs[k].block = want[k]->block;
+    reqs[k].buf = bufs[k].data();
+  }
+  ReadRequest& bad = reqs.back();
+  bad.ptr = flushed[9].ptr;
+  bad.inode = 999;
+  bad.block = flushed[9].block;
+  bad.buf = bufs.back().data();
+
+  const Stats before = vlog_->stats();
+  Status st = vlog_->ReadMany(reqs);
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_TRUE(bad.status.IsCorruption());
+  for (size_t k = 0; k < want.size(); ++k) {
+    ASSERT_TRUE(reqs[k].status.ok()) << k << " " << reqs[k].status.ToString();
+    EXPECT_EQ(bufs[k].substr(0, want[k]->data.size()), want[k]->data) << k;
+  }
+  const Stats after = vlog_->stats();
+  EXPECT_EQ(after.checksum_errors - before.checksum_errors, 1u);
+  // Runs: {0}, {2}, {5,6,7,8,9(bad)}, {cold}; the buffered one needs no pread.
+  EXPECT_EQ(after.preads - before.preads, 4u);
+}
+
+TEST_F(ValueLogTest, ReadChecksInodeBlockSeqAndBounds) {
+  OpenLog();
+  Written w = Put(Stream::kHot, 10, 20, 100);
+  ASSERT_TRUE(vlog_->Flush().ok());
+  std::string buf(200, '\0');
+  auto expect_eio = [&](const BlockPtr& p, uint64_t inode, uint64_t block) {
+    Status st = vlog_->Read(p, inode, block, buf.data());
+    EXPECT_EQ(st.err(), EIO) << st.ToString();
+    EXPECT_TRUE(st.IsCorruption());
+  };
+  const uint64_t errors = vlog_->stats().checksum_errors;
+  expect_eio(w.ptr, 11, 20);
+  expect_eio(w.ptr, 10, 21);
+  BlockPtr p = w.ptr;
+  p.seq++;
+  expect_eio(p, 10, 20);
+  p = w.ptr;
+  p.length = 99;
+  expect_eio(p, 10, 20);
+  p = w.ptr;
+  p.offset += 10000;  // past the end: never read there
+  expect_eio(p, 10, 20);
+  p = w.ptr;
+  p.offset = 0;  // inside the segment header
+  expect_eio(p, 10, 20);
+  p = w.ptr;
+  p.segment += 100;  // unknown segment
+  expect_eio(p, 10, 20);
+  EXPECT_EQ(vlog_->stats().checksum_errors, errors + 7);
+  ExpectReadable(w);
+}
+
+TEST_F(ValueLogTest, LiveAndGarbageAccounting) {
+  OpenLog();
+  Written a = Put(Stream::kHot, 1, 0, 1000);
+  Written b = Put(Stream::kHot, 1, 1, 500);
+  const uint32_t seg = a.ptr.segment;
+  auto info = SegmentMap()[seg];
+  EXPECT_EQ(info.size, kSegmentHeaderSize + a.ptr.record_size() + b.ptr.record_size());
+  EXPECT_EQ(info.live_bytes, a.ptr.record_size() + b.ptr.record_size());
+  EXPECT_EQ(info.garbage_bytes, 0u);
+
+  vlog_->Release(a.ptr);
+  info = SegmentMap()[seg];
+  EXPECT_EQ(info.live_bytes, b.ptr.record_size());
+  EXPECT_EQ(info.garbage_bytes, a.ptr.record_size());
+
+  vlog_->Release(b.ptr);
+  vlog_->Release(b.ptr);  // double release clamps at zero
+  info = SegmentMap()[seg];
+  EXPECT_EQ(info.live_bytes, 0u);
+  EXPECT_EQ(info.garbage_bytes, info.size - kSegmentHeaderSize);
+
+  vlog_->AddLive(a.ptr);
+  EXPECT_EQ(SegmentMap()[seg].live_bytes, a.ptr.record_size());
+  vlog_->ResetLive();
+  EXPECT_EQ(SegmentMap()[seg].live_bytes, 0u);
+
+  // After reopen everything starts as garbage until rebuilt with AddLive.
+  Reopen();
+  info = SegmentMap()[seg];
+  EXPECT_EQ(info.live_bytes, 0u);
+  EXPECT_EQ(info.size, kSegmentHeaderSize + a.ptr.record_size() + b.ptr.record_size());
+  vlog_->AddLive(b.ptr);
+  EXPECT_EQ(SegmentMap()[seg].live_bytes, b.ptr.record_size());
+  BlockPtr unknown = a.ptr;
+  unknown.segment = 12345;
+  vlog_->Release(unknown);  // logged, no effect
+  vlog_->AddLive(unknown);
+  EXPECT_EQ(SegmentMap().size(), 1u);
+}
+
+TEST_F(ValueLogTest, ScanSegmentSeesAllRecordsInOrder) {
+  OpenLog();
+  std::vector<Written> all;
+  for (int i = 0; i < 50; ++i) all.push_back(Put(Stream::kCold, 2, i, i * 37));
+  const uint32_t seg = all[0].ptr.segment;
+  // Still buffered: ScanSegment flushes an open segment first.
+  std::vector<BlockPtr> seen;
+  Status st = vlog_->ScanSegment(
+      seg, [&](const BlockPtr& p, const RecordHeader& h, std::string_view data, const Status& s) {
+        EXPECT_TRUE(s.ok());
+        EXPECT_EQ(h.inode, 2u);
+        EXPECT_EQ(h.block, seen.size());
+        EXPECT_EQ(data, all[seen.size()].data);
+        seen.push_back(p);
+        return true;
+      });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(seen.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(seen[i], all[i].ptr);
+
+  int calls = 0;
+  ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr&, const RecordHeader&, std::string_view,
+                                          const Status&) { return ++calls < 5; })
+                  .ok());
+  EXPECT_EQ(calls, 5);
+  EXPECT_TRUE(vlog_->ScanSegment(seg + 100, [](auto&&...) { return true; }).IsNotFound());
+}
+
+TEST_F(ValueLogTest, ConcurrentAppendsAndReads) {
+  OpenLog(256 << 10, 16 << 10);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 400;
+  std::vector<std::vector<Written>> results(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      auto& mine = results[t];
+      const Stream s = t % 2 ? Stream::kCold : Stream::kHot;
+      for (int i = 0; i < kPerThread; ++i) {
+        Written w{{}, static_cast<uint64_t>(t + 1), static_cast<uint64_t>(i),
+                  Payload(t * 100000 + i, rng() % 3000)};
+        if (!vlog_->Append(s, w.inode, w.block, w.data, &w.ptr).ok()) ++failures;
+        mine.push_back(std::move(w));
+        // Read back one of our own records, maybe still buffered.
+        const Written& r = mine[rng() % mine.size()];
+        std::string buf(r.data.size(), '\0');
+        if (!vlog_->Read(r.ptr, r.inode, r.block, buf.data()).ok() || buf != r.data) ++failures;
+        if (i % 100 == 99 && !vlog_->Flush().ok()) ++failures;
+        if (t == 0 && i % 150 == 0 && !vlog_->Sync().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<uint64_t> seqs;
+  for (const auto& mine : results) {
+    for (size_t i = 0; i < mine.size(); ++i) {
+      ExpectReadable(mine[i]);
+      seqs.insert(mine[i].ptr.seq);
+      if (i > 0) {
+        EXPECT_LT(mine[i - 1].ptr.seq, mine[i].ptr.seq);
+      }
+    }
+  }
+  EXPECT_EQ(seqs.size(), size_t{kThreads * kPerThread});
+  EXPECT_EQ(vlog_->stats().records_appended, uint64_t{kThreads * kPerThread});
+  EXPECT_EQ(vlog_->stats().checksum_errors, 0u);
+  Reopen();
+  for (const auto& mine : results) {
+    for (const Written& w : mine) ExpectReadable(w);
+  }
+}
+
+}  // namespace
+}  // namespace sepfs::vlog

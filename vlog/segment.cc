@@ -1,0 +1,82 @@
+#include "vlog/segment.h"
+
+#include <algorithm>
+
+namespace sepfs::vlog::internal {
+namespace {
+
+std::string Location(uint32_t segment, uint64_t offset) {
+  return "vlog segment " + std::to_string(segment) + " offset " + std::to_string(offset);
+}
+
+}  // namespace
+
+Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw) {
+  const std::string where = Location(ptr.segment, ptr.offset);
+  RecordHeader h;
+  Status st = DecodeRecordHeader(raw, &h);
+  if (!st.ok()) return st.WithContext(where);
+  auto mismatch = [&](const char* field, uint64_t want, uint64_t have) {
+    return Status::Corruption(where + ": record " + field + " is " + std::to_string(have) +
+                              ", expected " + std::to_string(want));
+  };
+  if (h.data_len != ptr.length) return mismatch("length", ptr.length, h.data_len);
+  if (h.inode != inode) return mismatch("inode", inode, h.inode);
+  if (h.block != block) return mismatch("block", block, h.block);
+  if (h.seq != ptr.seq) return mismatch("seq", ptr.seq, h.seq);
+  st = VerifyRecord(raw, h, std::string_view(raw + kRecordHeaderSize, h.data_len));
+  if (!st.ok()) return st.WithContext(where);
+  return Status::OK();
+}
+
+SegmentReader::SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk)
+    : file_(file), id_(segment_id), limit_(limit), chunk_(std::max<size_t>(chunk, 4096)) {}
+
+std::string SegmentReader::Where() const { return Location(id_, record_off_); }
+
+Status SegmentReader::Fill(uint64_t need) {
+  if (pos_ >= window_off_ && pos_ + need <= window_off_ + window_.size()) return Status::OK();
+  const uint64_t n = std::min<uint64_t>(std::max<uint64_t>(chunk_, need), limit_ - pos_);
+  window_.resize(n);
+  window_off_ = pos_;
+  size_t got = 0;
+  Status st = file_->Read(pos_, n, window_.data(), &got);
+  window_.resize(got);
+  if (!st.ok()) return st.WithContext("vlog segment " + std::to_string(id_) + " scan");
+  if (got < need) return Status::Corruption(Where() + ": segment file ends inside the record");
+  return Status::OK();
+}
+
+Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end) {
+  record_off_ = pos_;
+  *at_end = false;
+  *h = RecordHeader();
+  *data = {};
+  if (pos_ >= limit_) {
+    *at_end = true;
+    return Status::OK();
+  }
+  if (limit_ - pos_ < kRecordHeaderSize) {
+    return Status::Corruption(Where() + ": torn record header (" +
+                              std::to_string(limit_ - pos_) + " bytes left)");
+  }
+  SEPFS_RETURN_IF_ERROR(Fill(kRecordHeaderSize));
+  const char* raw = window_.data() + (pos_ - window_off_);
+  Status st = DecodeRecordHeader(raw, h);
+  if (!st.ok()) return st.WithContext(Where());
+  const uint64_t size = kRecordHeaderSize + uint64_t{h->data_len};
+  if (limit_ - pos_ < size) {
+    return Status::Corruption(Where() + ": torn record (" + std::to_string(size) +
+                              " bytes, " + std::to_string(limit_ - pos_) + " left)");
+  }
+  SEPFS_RETURN_IF_ERROR(Fill(size));
+  raw = window_.data() + (pos_ - window_off_);
+  std::string_view payload(raw + kRecordHeaderSize, h->data_len);
+  st = VerifyRecord(raw, *h, payload);
+  if (!st.ok()) return st.WithContext(Where());
+  *data = payload;
+  pos_ += size;
+  return Status::OK();
+}
+
+}  // namespace sepfs::vlog::internal

@@ -1,0 +1,71 @@
+// Internal to vlog/: one segment file's in-memory state, record checking,
+// and a sequential record reader. Not part of the public API.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "vlog/env.h"
+#include "vlog/format.h"
+#include "vlog/status.h"
+
+namespace sepfs::vlog::internal {
+
+// A segment file. id, stream, file and damage are fixed once the segment is
+// published in the ValueLog's segment map; the counters are atomics.
+struct Segment {
+  uint32_t id = 0;
+  Stream stream = Stream::kHot;
+  std::unique_ptr<File> file;  // null if the file could not be opened
+  Status damage;               // non-OK: the header is bad; every read fails with it
+  // Bytes of the segment, header and append buffer included. Only grows,
+  // except when a failed flush drops the buffered tail.
+  std::atomic<uint64_t> size{0};
+  // Bytes known to be in the file; a record ending at or before this offset
+  // can be pread without the stream lock. Stored with release ordering after
+  // the write completed.
+  std::atomic<uint64_t> flushed{0};
+  std::atomic<uint64_t> live{0};
+  std::atomic<bool> open{false};        // the stream currently appends here
+  std::atomic<bool> needs_sync{false};  // written since the last fdatasync
+
+  bool damaged() const { return !damage.ok(); }
+};
+
+// Checks the raw record bytes (kRecordHeaderSize + ptr.length bytes at raw)
+// against everything the pointer and the caller expect: magic, version,
+// length, inode, block, seq and checksum. Corruption names segment and offset.
+Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw);
+
+// Reads the records of a segment file front to back, in large chunks.
+class SegmentReader {
+ public:
+  // Reads [kSegmentHeaderSize, limit) of file; chunk is the read size.
+  SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk = 1u << 20);
+
+  // The next record. OK with *at_end == false: h and data are filled (data
+  // stays valid until the next call). OK with *at_end: no bytes left.
+  // Corruption: the record at offset() is torn or damaged; h holds whatever
+  // header fields could be decoded. Other errors are I/O errors.
+  Status Next(RecordHeader* h, std::string_view* data, bool* at_end);
+  // Offset of the record the last Next() returned or failed on.
+  uint64_t offset() const { return record_off_; }
+
+ private:
+  Status Fill(uint64_t need);
+  std::string Where() const;
+
+  File* const file_;
+  const uint32_t id_;
+  const uint64_t limit_;
+  const size_t chunk_;
+  std::string window_;      // file bytes starting at window_off_
+  uint64_t window_off_ = 0;
+  uint64_t pos_ = kSegmentHeaderSize;
+  uint64_t record_off_ = kSegmentHeaderSize;
+};
+
+}  // namespace sepfs::vlog::internal
