@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,6 +76,31 @@ void DetachStdio(const std::string& store) {
   }
 }
 
+// The kernel caps FUSE readahead at the bdi default (128 KiB) whatever
+// max_readahead says; sequential reads then arrive in 128 KiB requests.
+// Raise the mount's bdi read_ahead_kb (root only; best effort).
+void RaiseReadahead(const std::string& mnt, unsigned kb) {
+  std::FILE* f = std::fopen("/proc/self/mountinfo", "r");
+  if (!f) return;
+  char line[4096];
+  std::string dev;
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned id, parent;
+    char devbuf[64], root[PATH_MAX], point[PATH_MAX];
+    if (std::sscanf(line, "%u %u %63s %4095s %4095s", &id, &parent, devbuf, root, point) == 5 &&
+        mnt == point) {
+      dev = devbuf;  // the last match is the newest mount
+    }
+  }
+  std::fclose(f);
+  if (dev.empty()) return;
+  const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
+  if (std::FILE* ra = std::fopen(path.c_str(), "w")) {
+    std::fprintf(ra, "%u\n", kb);
+    std::fclose(ra);
+  }
+}
+
 struct SessionDeleter {
   void operator()(struct fuse_session* se) const { fuse_session_destroy(se); }
 };
@@ -124,6 +150,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     fuse_remove_signal_handlers(se.get());
     return 1;
   }
+  RaiseReadahead(req.mountpoint, 1024);
   pipe->Report(0);
   if (!req.foreground) DetachStdio(req.store);
 
