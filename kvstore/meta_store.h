@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvstore/records.h"
 #include "kvstore/schema.h"

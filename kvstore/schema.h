@@ -45,7 +45,10 @@ std::string XattrKey(uint64_t ino, std::string_view name);
 std::string XattrPrefix(uint64_t ino);
 std::string SymlinkKey(uint64_t ino);
 std::string OrphanKey(uint64_t ino);
-// The smallest key greater than every key that starts with prefix.
+// The smallest key greater than every key that starts with prefix: the last
+// byte that is not 0xff is incremented and trailing 0xff bytes are dropped.
+// Returns "" when prefix is empty or all 0xff, meaning "no upper bound"
+// (MetaStore::Scan treats an empty end that way).
 std::string PrefixEnd(std::string_view prefix);
 
 // Decoders return false when key does not have the expected shape.
@@ -54,6 +57,11 @@ bool ParseDentryKey(std::string_view key, uint64_t* parent, std::string_view* na
 bool ParseBlockKey(std::string_view key, uint64_t* ino, uint64_t* block);
 bool ParseXattrKey(std::string_view key, uint64_t* ino, std::string_view* name);
 bool ParseOrphanKey(std::string_view key, uint64_t* ino);
+// Dentry and xattr names are never empty: a bare prefix does not parse.
+
+// Printable form of any key, e.g. "dentry(1,'a\x00b')", "block(7,3)", for
+// error messages and dump tools.
+std::string DescribeKey(std::string_view key);
 
 // Big-endian fixed-width helpers, shared by the codecs.
 void PutBE64(std::string* dst, uint64_t v);
