@@ -204,6 +204,7 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
 }
 
 Status Filesystem::FlushLocked(Inode* in, bool sync) {
+  if (in->dead) return Status::OK();
   if (in->dirty.empty() && !in->attr_dirty) {
     return sync ? vlog_->Sync() : Status::OK();
   }

@@ -39,9 +39,10 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
     kv::Batch b;
     b.Put(kv::CounterKey("clean"), kv::EncodeCounter(0));
     SEPFS_RETURN_IF_ERROR(fs->meta_->Write(&b, /*sync=*/true));
-    SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
   }
   SEPFS_RETURN_IF_ERROR(fs->RebuildLiveCounts());
+  if (!options.read_only) SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
+  fs->opened_ = true;
   if (!options.read_only) fs->flusher_ = std::thread([f = fs.get()] { f->FlusherLoop(); });
   *out = std::move(fs);
   return Status::OK();
@@ -53,7 +54,7 @@ Filesystem::~Filesystem() {
 }
 
 Status Filesystem::Close() {
-  if (closed_) return Status::OK();
+  if (closed_ || !opened_) return Status::OK();  // closed, or Open() failed
   closed_ = true;
   {
     std::lock_guard<std::mutex> l(flusher_mu_);
@@ -135,27 +136,32 @@ void Filesystem::MaybeEvict(uint64_t ino) {
     if (it->second->lookups > 0 || it->second->opens > 0) return;
     in = it->second;
   }
-  {
-    std::lock_guard<std::mutex> il(in->mu);
-    if (in->rec.nlink > 0 && (!in->dirty.empty() || in->attr_dirty)) {
-      Status st = FlushLocked(in.get(), /*sync=*/false);
-      if (!st.ok()) {
-        std::fprintf(stderr, "sepfs: flush of inode %llu failed: %s\n",
-                     static_cast<unsigned long long>(ino), st.ToString().c_str());
-        return;  // stays cached; the flusher retries
-      }
+  std::lock_guard<std::mutex> il(in->mu);
+  if (in->rec.nlink > 0 && (!in->dirty.empty() || in->attr_dirty)) {
+    Status st = FlushLocked(in.get(), /*sync=*/false);
+    if (!st.ok()) {
+      std::fprintf(stderr, "sepfs: flush of inode %llu failed: %s\n",
+                   static_cast<unsigned long long>(ino), st.ToString().c_str());
+      return;  // stays cached; the flusher retries
     }
+  }
+  {
     std::lock_guard<std::mutex> l(table_mu_);
     if (in->lookups > 0 || in->opens > 0) return;
     table_.erase(ino);
   }
-  if (in->rec.nlink == 0) {
-    dirty_total_ -= in->dirty_bytes;
-    Status st = ReclaimInode(ino);
-    if (!st.ok()) {
-      std::fprintf(stderr, "sepfs: reclaim of inode %llu failed (left as orphan): %s\n",
-                   static_cast<unsigned long long>(ino), st.ToString().c_str());
-    }
+  if (in->rec.nlink > 0) return;
+  // Unlinked and unreferenced: its data dies with it. Marked dead under its
+  // mutex so a flusher still holding a reference never writes it back.
+  dirty_total_ -= in->dirty_bytes;
+  in->dirty.clear();
+  in->dirty_bytes = 0;
+  in->attr_dirty = false;
+  in->dead = true;
+  Status st = ReclaimInode(ino);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: reclaim of inode %llu failed (left as orphan): %s\n",
+                 static_cast<unsigned long long>(ino), st.ToString().c_str());
   }
 }
 

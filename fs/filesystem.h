@@ -184,6 +184,7 @@ class Filesystem {
   vlog::ValueLog* vlog_ = nullptr;
   std::unique_ptr<kv::InodeAllocator> alloc_;
   uint32_t block_size_ = 0;
+  bool opened_ = false;  // Open() completed
   bool closed_ = false;
 
   std::shared_mutex ns_mu_;

@@ -1,5 +1,6 @@
 #include "fs/fuse_ops.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -230,6 +231,15 @@ void SetOpenFlags(fuse_req_t req, struct fuse_file_info* fi) {
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Guard(req, [&] {
+    // libfuse enables atomic O_TRUNC: the truncation arrives with the open.
+    if (fi->flags & O_TRUNC) {
+      SetAttrRequest s;
+      s.set_size = true;
+      s.size = 0;
+      kv::InodeRecord r;
+      Status st = Fs(req)->SetAttr(ino, s, &r);
+      if (!st.ok()) return ReplyErr(req, st);
+    }
     Status st = Fs(req)->OpenFile(ino);
     if (!st.ok()) return ReplyErr(req, st);
     SetOpenFlags(req, fi);

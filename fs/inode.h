@@ -25,7 +25,8 @@ struct Inode {
   // shorter than a block: the rest reads as zeros).
   std::map<uint64_t, std::string> dirty;
   uint64_t dirty_bytes = 0;
-  uint64_t parent = 0;  // directories: parent ino when known (for "..")
+  uint64_t parent = 0;
+  bool dead = false;    // reclaimed: never flushed again  // directories: parent ino when known (for "..")
 
   // Guarded by Filesystem::table_mu_.
   uint64_t lookups = 0;  // kernel references (lookup count)

@@ -28,7 +28,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES] [--capacity=BYTES] STORE\n"
     "  mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
-    "  fsck STORE\n"
+    "  fsck [--repair] STORE\n"
     "  stats STORE_OR_MOUNTPOINT\n"
     "  help\n"
     "\n"
@@ -55,7 +55,7 @@ constexpr const char* kMountUsage =
     "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 
 constexpr const char* kFsckUsage =
-    "usage: sepfs fsck STORE\n"
+    "usage: sepfs fsck [--repair] STORE\n"
     "Checks an unmounted store without changing it. Exit status as e2fsck:\n"
     "  0 no errors, 4 errors left uncorrected, 8 operational error.\n";
 
@@ -170,7 +170,12 @@ int CmdMount(const std::vector<std::string>& args) {
 int CmdFsck(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kFsckUsage, stdout), 0;
   std::string store;
+  bool repair = false;
   for (const auto& a : args) {
+    if (a == "--repair") {
+      repair = true;
+      continue;
+    }
     // fsck(8) passes -a/-p/-n/-y style flags; this check never modifies.
     if (a == "-a" || a == "-p" || a == "-n" || a == "-y" || a == "-f" || a == "-C0") continue;
     if (!a.empty() && a[0] == '-') {
@@ -209,6 +214,9 @@ int CmdFsck(const std::vector<std::string>& args) {
       static_cast<unsigned long long>(rep.data_bytes_checked >> 20),
       static_cast<unsigned long long>(rep.segments),
       rep.errors.empty() ? "clean" : (std::to_string(rep.errors.size()) + " errors").c_str());
+  if (!rep.errors.empty() && repair) {
+    std::printf("%s: repair is not implemented yet; errors left uncorrected\n", store.c_str());
+  }
   return rep.errors.empty() ? 0 : 4;
 }
 
@@ -240,6 +248,9 @@ int CmdStats(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // LevelDB creates its files with mode 0644; a store holds everyone's
+  // bytes, so everything this process creates is owner-only.
+  ::umask(077);
   std::string prog = argv[0];
   prog = prog.substr(prog.find_last_of('/') + 1);
   std::vector<std::string> args(argv + 1, argv + argc);

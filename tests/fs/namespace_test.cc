@@ -1,0 +1,659 @@
+// Namespace operations of the fs core: create, lookup, link, unlink, rmdir,
+// rename, symlinks, listing, setgid inheritance and timestamps.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fs_test_util.h"
+
+namespace sepfs::fs::testing {
+namespace {
+
+bool Later(const kv::Timespec& a, const kv::Timespec& b) {  // a > b
+  return a.sec > b.sec || (a.sec == b.sec && a.nsec > b.nsec);
+}
+
+// The clock's resolution is fine, but make "after" unambiguous.
+void Tick() {
+  struct timespec ts = {0, 2'000'000};
+  nanosleep(&ts, nullptr);
+}
+
+std::vector<std::string> Names(const std::vector<DirListEntry>& v) {
+  std::vector<std::string> out;
+  for (const auto& e : v) out.push_back(e.name);
+  return out;
+}
+
+using NamespaceTest = FsTest;
+
+TEST_F(NamespaceTest, RootAttributes) {
+  kv::InodeRecord r = Attr(kRoot);
+  EXPECT_EQ(r.ino, kRoot);
+  EXPECT_TRUE(S_ISDIR(r.mode));
+  EXPECT_EQ(r.nlink, 2u);
+}
+
+TEST_F(NamespaceTest, MknodRegularFifoCharDev) {
+  kv::InodeRecord f, p, c;
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "file", S_IFREG | 0640, 0, &f));
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "fifo", S_IFIFO | 0600, 0, &p));
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "chr", S_IFCHR | 0600, makedev(4, 64), &c));
+  EXPECT_TRUE(S_ISREG(f.mode));
+  EXPECT_EQ(f.mode & 07777, 0640u);
+  EXPECT_EQ(f.nlink, 1u);
+  EXPECT_EQ(f.uid, 1000u);
+  EXPECT_EQ(f.gid, 1000u);
+  EXPECT_EQ(f.size, 0u);
+  EXPECT_TRUE(S_ISFIFO(p.mode));
+  EXPECT_TRUE(S_ISCHR(c.mode));
+  EXPECT_EQ(c.rdev, makedev(4, 64));
+  EXPECT_NE(f.ino, p.ino);
+  EXPECT_NE(p.ino, c.ino);
+
+  kv::InodeRecord l;
+  ASSERT_OK(LookupNoRef(kRoot, "chr", &l));
+  EXPECT_EQ(l.ino, c.ino);
+  EXPECT_EQ(l.rdev, makedev(4, 64));
+  EXPECT_TRUE(S_ISCHR(l.mode));
+  ASSERT_OK(LookupNoRef(kRoot, "fifo", &l));
+  EXPECT_TRUE(S_ISFIFO(l.mode));
+  EXPECT_EQ(l.rdev, 0u);
+  EXPECT_EQ(Attr(f.ino), f);
+  // Root gained no links from non-directories.
+  EXPECT_EQ(Attr(kRoot).nlink, 2u);
+}
+
+TEST_F(NamespaceTest, RdevIgnoredForNonDevices) {
+  kv::InodeRecord f;
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "f", S_IFREG | 0644, makedev(1, 3), &f));
+  EXPECT_EQ(f.rdev, 0u);
+}
+
+TEST_F(NamespaceTest, MknodRejectsBadType) {
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "x", 0644, 0, &r), EINVAL);
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "", S_IFREG | 0644, 0, &r), EINVAL);
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "a/b", S_IFREG | 0644, 0, &r), EINVAL);
+}
+
+TEST_F(NamespaceTest, MkdirLinkCounts) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  kv::InodeRecord r = Attr(d);
+  EXPECT_TRUE(S_ISDIR(r.mode));
+  EXPECT_EQ(r.nlink, 2u);
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);
+  const uint64_t sub = Mkdir(d, "sub");
+  EXPECT_EQ(Attr(sub).nlink, 2u);
+  EXPECT_EQ(Attr(d).nlink, 3u);
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);
+  Create(d, "file");
+  EXPECT_EQ(Attr(d).nlink, 3u);
+}
+
+TEST_F(NamespaceTest, CreateExisting) {
+  Create(kRoot, "a");
+  Mkdir(kRoot, "d");
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "a", S_IFREG | 0644, 0, &r), EEXIST);
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "a", S_IFDIR | 0755, 0, &r), EEXIST);
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "d", S_IFREG | 0644, 0, &r), EEXIST);
+  EXPECT_ERRNO(fs_->Symlink(caller_, kRoot, "d", "target", &r), EEXIST);
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);  // the failed mkdir added nothing
+}
+
+TEST_F(NamespaceTest, NameLength) {
+  const std::string ok(255, 'n'), too_long(256, 'n');
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, ok, S_IFREG | 0644, 0, &r));
+  ASSERT_OK(LookupNoRef(kRoot, ok, &r));
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, too_long, S_IFREG | 0644, 0, &r), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, too_long, S_IFDIR | 0755, 0, &r), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Symlink(caller_, kRoot, too_long, "t", &r), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Lookup(kRoot, too_long, &r), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Link(r.ino, kRoot, too_long, &r), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Unlink(kRoot, too_long), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Rmdir(kRoot, too_long), ENAMETOOLONG);
+  EXPECT_ERRNO(fs_->Rename(kRoot, ok, kRoot, too_long, 0), ENAMETOOLONG);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(kRoot, &list));
+  EXPECT_EQ(Names(list), (std::vector<std::string>{".", "..", ok}));
+}
+
+TEST_F(NamespaceTest, ParentNotADirectory) {
+  const uint64_t f = Create(kRoot, "f");
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Mknod(caller_, f, "x", S_IFREG | 0644, 0, &r), ENOTDIR);
+  EXPECT_ERRNO(fs_->Mknod(caller_, f, "x", S_IFDIR | 0755, 0, &r), ENOTDIR);
+  EXPECT_ERRNO(fs_->Symlink(caller_, f, "x", "t", &r), ENOTDIR);
+  const uint64_t g = Create(kRoot, "g");
+  EXPECT_ERRNO(fs_->Link(g, f, "x", &r), ENOTDIR);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "g", f, "x", 0), ENOTDIR);
+  std::vector<DirListEntry> list;
+  EXPECT_ERRNO(fs_->ListDir(f, &list), ENOTDIR);
+}
+
+TEST_F(NamespaceTest, LookupAndGetAttr) {
+  kv::InodeRecord created;
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "f", S_IFREG | 0600, 0, &created));
+  kv::InodeRecord r;
+  ASSERT_OK(LookupNoRef(kRoot, "f", &r));
+  EXPECT_EQ(r, created);
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "missing", &r), ENOENT);
+  EXPECT_ERRNO(fs_->GetAttr(987654, &r), ENOENT);
+  // Lookups of a file by other names fail.
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "F", &r), ENOENT);
+}
+
+TEST_F(NamespaceTest, SymlinkReadlink) {
+  const std::string target = "../some/where/else";
+  kv::InodeRecord s;
+  ASSERT_OK(fs_->Symlink(caller_, kRoot, "link", target, &s));
+  EXPECT_TRUE(S_ISLNK(s.mode));
+  EXPECT_EQ(s.size, target.size());
+  EXPECT_EQ(s.nlink, 1u);
+  std::string got;
+  ASSERT_OK(fs_->Readlink(s.ino, &got));
+  EXPECT_EQ(got, target);
+  kv::InodeRecord l;
+  ASSERT_OK(LookupNoRef(kRoot, "link", &l));
+  EXPECT_EQ(l.ino, s.ino);
+  EXPECT_TRUE(S_ISLNK(l.mode));
+
+  const std::string longest(Filesystem::kSymlinkMax, 'x');
+  ASSERT_OK(fs_->Symlink(caller_, kRoot, "long", longest, &s));
+  ASSERT_OK(fs_->Readlink(s.ino, &got));
+  EXPECT_EQ(got, longest);
+  EXPECT_ERRNO(fs_->Symlink(caller_, kRoot, "toolong", longest + "x", &s), ENAMETOOLONG);
+
+  EXPECT_ERRNO(fs_->Symlink(caller_, kRoot, "empty", "", &s), ENOENT);
+  const uint64_t f = Create(kRoot, "f");
+  EXPECT_ERRNO(fs_->Readlink(f, &got), EINVAL);
+}
+
+TEST_F(NamespaceTest, HardLinks) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t f = Create(kRoot, "f");
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Link(f, d, "f2", &r));
+  fs_->Forget(f, 1);
+  EXPECT_EQ(r.ino, f);
+  EXPECT_EQ(r.nlink, 2u);
+  EXPECT_EQ(Attr(f).nlink, 2u);
+  EXPECT_EQ(InoOf(d, "f2"), f);
+  EXPECT_EQ(Attr(d).nlink, 2u);  // a file link adds no directory link
+  EXPECT_ERRNO(fs_->Link(f, d, "f2", &r), EEXIST);
+  EXPECT_ERRNO(fs_->Link(d, kRoot, "dlink", &r), EPERM);
+
+  ASSERT_OK(fs_->Write(f, 0, "shared"));
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "f", &r), ENOENT);
+  EXPECT_EQ(Attr(f).nlink, 1u);
+  EXPECT_EQ(ReadAll(InoOf(d, "f2")), "shared");
+}
+
+TEST_F(NamespaceTest, UnlinkAndRmdir) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  Create(d, "inner");
+  Create(kRoot, "f");
+  EXPECT_ERRNO(fs_->Unlink(kRoot, "d"), EISDIR);
+  EXPECT_ERRNO(fs_->Rmdir(kRoot, "f"), ENOTDIR);
+  EXPECT_ERRNO(fs_->Rmdir(kRoot, "d"), ENOTEMPTY);
+  EXPECT_ERRNO(fs_->Unlink(kRoot, "missing"), ENOENT);
+  EXPECT_ERRNO(fs_->Rmdir(kRoot, "missing"), ENOENT);
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);
+
+  ASSERT_OK(fs_->Unlink(d, "inner"));
+  ASSERT_OK(fs_->Rmdir(kRoot, "d"));
+  EXPECT_EQ(Attr(kRoot).nlink, 2u);
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(kRoot, &list));
+  EXPECT_EQ(Names(list), (std::vector<std::string>{".", ".."}));
+  // Forget the creation references: the inodes are reclaimed.
+  fs_->Forget(d, 1);
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->GetAttr(d, &r), ENOENT);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, CreateInRemovedDirectory) {
+  const uint64_t d = Mkdir(kRoot, "d");  // keeps its creation reference
+  ASSERT_OK(fs_->Rmdir(kRoot, "d"));
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Mknod(caller_, d, "x", S_IFREG | 0644, 0, &r), ENOENT);
+  fs_->Forget(d, 1);
+}
+
+TEST_F(NamespaceTest, RenamePlain) {
+  const uint64_t d1 = Mkdir(kRoot, "d1"), d2 = Mkdir(kRoot, "d2");
+  const uint64_t f = Create(d1, "a");
+  ASSERT_OK(fs_->Write(f, 0, "payload"));
+  ASSERT_OK(fs_->Rename(d1, "a", d1, "b", 0));
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Lookup(d1, "a", &r), ENOENT);
+  EXPECT_EQ(InoOf(d1, "b"), f);
+  ASSERT_OK(fs_->Rename(d1, "b", d2, "c", 0));
+  EXPECT_ERRNO(fs_->Lookup(d1, "b", &r), ENOENT);
+  EXPECT_EQ(InoOf(d2, "c"), f);
+  EXPECT_EQ(ReadAll(f), "payload");
+  EXPECT_EQ(Attr(f).nlink, 1u);
+  EXPECT_ERRNO(fs_->Rename(d1, "missing", d2, "x", 0), ENOENT);
+
+  // A directory moving between parents moves a link of its parent.
+  const uint64_t sub = Mkdir(d1, "sub");
+  EXPECT_EQ(Attr(d1).nlink, 3u);
+  ASSERT_OK(fs_->Rename(d1, "sub", d2, "sub", 0));
+  EXPECT_EQ(Attr(d1).nlink, 2u);
+  EXPECT_EQ(Attr(d2).nlink, 3u);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(sub, &list));
+  ASSERT_GE(list.size(), 2u);
+  EXPECT_EQ(list[1].name, "..");
+  EXPECT_EQ(list[1].ino, d2);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameOverFile) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  ASSERT_OK(fs_->Write(a, 0, "AAA"));
+  ASSERT_OK(fs_->Write(b, 0, "BBBBBB"));
+  ASSERT_OK(fs_->Rename(kRoot, "a", kRoot, "b", 0));
+  EXPECT_EQ(InoOf(kRoot, "b"), a);
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "a", &r), ENOENT);
+  EXPECT_EQ(ReadAll(a), "AAA");
+  // The replaced inode is unlinked but still referenced (creation lookup).
+  ASSERT_OK(fs_->GetAttr(b, &r));
+  EXPECT_EQ(r.nlink, 0u);
+  fs_->Forget(b, 1);
+  EXPECT_ERRNO(fs_->GetAttr(b, &r), ENOENT);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameOverHardLinkKeepsOtherLink) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Link(b, kRoot, "b2", &r));
+  fs_->Forget(b, 1);
+  ASSERT_OK(fs_->Rename(kRoot, "a", kRoot, "b", 0));
+  EXPECT_EQ(InoOf(kRoot, "b"), a);
+  EXPECT_EQ(InoOf(kRoot, "b2"), b);
+  EXPECT_EQ(Attr(b).nlink, 1u);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameDirectories) {
+  const uint64_t src = Mkdir(kRoot, "src");
+  const uint64_t empty = Mkdir(kRoot, "empty");
+  const uint64_t full = Mkdir(kRoot, "full");
+  Create(full, "x");
+  Create(kRoot, "file");
+  EXPECT_EQ(Attr(kRoot).nlink, 5u);
+
+  EXPECT_ERRNO(fs_->Rename(kRoot, "src", kRoot, "full", 0), ENOTEMPTY);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "src", kRoot, "file", 0), ENOTDIR);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "file", kRoot, "empty", 0), EISDIR);
+  EXPECT_EQ(InoOf(kRoot, "src"), src);
+
+  ASSERT_OK(fs_->Rename(kRoot, "src", kRoot, "empty", 0));
+  EXPECT_EQ(InoOf(kRoot, "empty"), src);
+  EXPECT_EQ(Attr(kRoot).nlink, 4u);
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "src", &r), ENOENT);
+  fs_->Forget(empty, 1);
+  EXPECT_ERRNO(fs_->GetAttr(empty, &r), ENOENT);
+
+  // Over an empty directory in another parent.
+  const uint64_t target = Mkdir(full, "target");
+  EXPECT_EQ(Attr(full).nlink, 3u);
+  ASSERT_OK(fs_->Rename(kRoot, "empty", full, "target", 0));
+  EXPECT_EQ(Attr(full).nlink, 3u);
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);
+  EXPECT_EQ(InoOf(full, "target"), src);
+  fs_->Forget(target, 1);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameNoReplace) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  EXPECT_ERRNO(fs_->Rename(kRoot, "a", kRoot, "b", RENAME_NOREPLACE), EEXIST);
+  EXPECT_EQ(InoOf(kRoot, "a"), a);
+  EXPECT_EQ(InoOf(kRoot, "b"), b);
+  ASSERT_OK(fs_->Rename(kRoot, "a", kRoot, "c", RENAME_NOREPLACE));
+  EXPECT_EQ(InoOf(kRoot, "c"), a);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "c", kRoot, "d", RENAME_NOREPLACE | RENAME_EXCHANGE), EINVAL);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "c", kRoot, "d", 0x100), EINVAL);
+}
+
+TEST_F(NamespaceTest, RenameExchangeFiles) {
+  const uint64_t a = Create(kRoot, "a");
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t b = Create(d, "b");
+  ASSERT_OK(fs_->Rename(kRoot, "a", d, "b", RENAME_EXCHANGE));
+  EXPECT_EQ(InoOf(kRoot, "a"), b);
+  EXPECT_EQ(InoOf(d, "b"), a);
+  EXPECT_EQ(Attr(a).nlink, 1u);
+  EXPECT_EQ(Attr(b).nlink, 1u);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "a", kRoot, "missing", RENAME_EXCHANGE), ENOENT);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameExchangeDirAndFileAcrossParents) {
+  const uint64_t p1 = Mkdir(kRoot, "p1"), p2 = Mkdir(kRoot, "p2");
+  const uint64_t dir = Mkdir(p1, "dir");
+  Create(dir, "content");
+  const uint64_t file = Create(p2, "file");
+  EXPECT_EQ(Attr(p1).nlink, 3u);
+  EXPECT_EQ(Attr(p2).nlink, 2u);
+
+  ASSERT_OK(fs_->Rename(p1, "dir", p2, "file", RENAME_EXCHANGE));
+  EXPECT_EQ(InoOf(p1, "dir"), file);
+  EXPECT_EQ(InoOf(p2, "file"), dir);
+  EXPECT_EQ(Attr(p1).nlink, 2u);
+  EXPECT_EQ(Attr(p2).nlink, 3u);
+  EXPECT_EQ(Attr(dir).nlink, 2u);
+  EXPECT_EQ(Attr(file).nlink, 1u);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(dir, &list));
+  EXPECT_EQ(Names(list), (std::vector<std::string>{".", "..", "content"}));
+  EXPECT_EQ(list[1].ino, p2);
+  ASSERT_OK(fs_->ListDir(p1, &list));
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[2].type, static_cast<uint32_t>(S_IFREG));
+
+  // And back again (file -> dir direction).
+  ASSERT_OK(fs_->Rename(p1, "dir", p2, "file", RENAME_EXCHANGE));
+  EXPECT_EQ(InoOf(p1, "dir"), dir);
+  EXPECT_EQ(Attr(p1).nlink, 3u);
+  EXPECT_EQ(Attr(p2).nlink, 2u);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameExchangeTwoDirectoriesAcrossParents) {
+  const uint64_t p1 = Mkdir(kRoot, "p1"), p2 = Mkdir(kRoot, "p2");
+  const uint64_t a = Mkdir(p1, "a"), b = Mkdir(p2, "b");
+  Mkdir(a, "inner");
+  ASSERT_OK(fs_->Rename(p1, "a", p2, "b", RENAME_EXCHANGE));
+  EXPECT_EQ(InoOf(p1, "a"), b);
+  EXPECT_EQ(InoOf(p2, "b"), a);
+  EXPECT_EQ(Attr(p1).nlink, 3u);
+  EXPECT_EQ(Attr(p2).nlink, 3u);
+  EXPECT_EQ(Attr(a).nlink, 3u);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(a, &list));
+  EXPECT_EQ(list[1].ino, p2);
+  ASSERT_OK(fs_->ListDir(b, &list));
+  EXPECT_EQ(list[1].ino, p1);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, RenameHardLinksOfSameInodeIsNoOp) {
+  const uint64_t f = Create(kRoot, "a");
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Link(f, kRoot, "b", &r));
+  fs_->Forget(f, 1);
+  ASSERT_OK(fs_->Rename(kRoot, "a", kRoot, "b", 0));
+  EXPECT_EQ(InoOf(kRoot, "a"), f);
+  EXPECT_EQ(InoOf(kRoot, "b"), f);
+  EXPECT_EQ(Attr(f).nlink, 2u);
+  // Renaming a name onto itself is a no-op too.
+  ASSERT_OK(fs_->Rename(kRoot, "a", kRoot, "a", 0));
+  EXPECT_EQ(InoOf(kRoot, "a"), f);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, SetgidDirectoryInheritance) {
+  const uint64_t d = Mkdir(kRoot, "shared", 02775);
+  SetAttrRequest req;
+  req.set_gid = true;
+  req.gid = 4242;
+  req.set_mode = true;
+  req.mode = 02775;
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->SetAttr(d, req, &r));
+  EXPECT_EQ(r.gid, 4242u);
+  EXPECT_TRUE(r.mode & S_ISGID);
+
+  Caller other{2000, 3000};
+  kv::InodeRecord sub, file;
+  ASSERT_OK(fs_->Mknod(other, d, "sub", S_IFDIR | 0755, 0, &sub));
+  ASSERT_OK(fs_->Mknod(other, d, "file", S_IFREG | 0644, 0, &file));
+  EXPECT_EQ(sub.uid, 2000u);
+  EXPECT_EQ(sub.gid, 4242u);
+  EXPECT_TRUE(sub.mode & S_ISGID);
+  EXPECT_EQ(file.uid, 2000u);
+  EXPECT_EQ(file.gid, 4242u);
+  EXPECT_FALSE(file.mode & S_ISGID);
+
+  // Without setgid the caller's group is used.
+  kv::InodeRecord plain;
+  ASSERT_OK(fs_->Mknod(other, kRoot, "plain", S_IFDIR | 0755, 0, &plain));
+  EXPECT_EQ(plain.gid, 3000u);
+  EXPECT_FALSE(plain.mode & S_ISGID);
+}
+
+TEST_F(NamespaceTest, TimestampsOnCreate) {
+  const kv::InodeRecord before = Attr(kRoot);
+  Tick();
+  const uint64_t f = Create(kRoot, "f");
+  const kv::InodeRecord after = Attr(kRoot);
+  EXPECT_TRUE(Later(after.mtime, before.mtime));
+  EXPECT_TRUE(Later(after.ctime, before.ctime));
+  const kv::InodeRecord fr = Attr(f);
+  EXPECT_EQ(fr.mtime, fr.ctime);
+
+  Tick();
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  EXPECT_TRUE(Later(Attr(kRoot).mtime, after.mtime));
+}
+
+TEST_F(NamespaceTest, SetAttrModeChangesCtimeOnly) {
+  const uint64_t f = Create(kRoot, "f");
+  const kv::InodeRecord before = Attr(f);
+  Tick();
+  SetAttrRequest req;
+  req.set_mode = true;
+  req.mode = 0600;
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->SetAttr(f, req, &r));
+  EXPECT_EQ(r.mode, static_cast<uint32_t>(S_IFREG | 0600));
+  EXPECT_EQ(r.mtime, before.mtime);
+  EXPECT_TRUE(Later(r.ctime, before.ctime));
+  EXPECT_EQ(Attr(f), r);
+
+  // The type bits cannot be changed by chmod.
+  req.mode = S_IFDIR | 0700;
+  ASSERT_OK(fs_->SetAttr(f, req, &r));
+  EXPECT_TRUE(S_ISREG(r.mode));
+
+  // uid/gid and explicit times.
+  SetAttrRequest own;
+  own.set_uid = own.set_gid = own.set_mtime = own.set_atime = true;
+  own.uid = 7;
+  own.gid = 8;
+  own.mtime = {1000000000, 123456789};
+  own.atime = {999999999, 1};
+  ASSERT_OK(fs_->SetAttr(f, own, &r));
+  r = Attr(f);
+  EXPECT_EQ(r.uid, 7u);
+  EXPECT_EQ(r.gid, 8u);
+  EXPECT_EQ(r.mtime, (kv::Timespec{1000000000, 123456789}));
+  EXPECT_EQ(r.atime, (kv::Timespec{999999999, 1}));
+}
+
+TEST_F(NamespaceTest, WriteChangesMtime) {
+  const uint64_t f = Create(kRoot, "f");
+  const kv::InodeRecord before = Attr(f);
+  Tick();
+  ASSERT_OK(fs_->Write(f, 0, "x"));
+  const kv::InodeRecord after = Attr(f);
+  EXPECT_TRUE(Later(after.mtime, before.mtime));
+  EXPECT_EQ(after.size, 1u);
+  Tick();
+  ASSERT_OK(fs_->Flush(f));
+  // A flush is not a modification.
+  EXPECT_EQ(Attr(f).mtime, after.mtime);
+  Tick();
+  SetSize(f, 0);
+  EXPECT_TRUE(Later(Attr(f).mtime, after.mtime));
+}
+
+TEST_F(NamespaceTest, SetAttrSizeOnNonFile) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  SetAttrRequest req;
+  req.set_size = true;
+  req.size = 10;
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->SetAttr(d, req, &r), EISDIR);
+  kv::InodeRecord fifo;
+  ASSERT_OK(fs_->Mknod(caller_, kRoot, "p", S_IFIFO | 0644, 0, &fifo));
+  EXPECT_ERRNO(fs_->SetAttr(fifo.ino, req, &r), EINVAL);
+}
+
+TEST_F(NamespaceTest, ListDirOrder) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  for (const char* n : {"zeta", "alpha", "mid", "Beta", "alpha2"}) Create(d, n);
+  Mkdir(d, "dir");
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  EXPECT_EQ(Names(list), (std::vector<std::string>{".", "..", "Beta", "alpha", "alpha2", "dir",
+                                                   "mid", "zeta"}));
+  EXPECT_EQ(list[0].ino, d);
+  EXPECT_EQ(list[1].ino, kRoot);
+  for (const auto& e : list) {
+    if (e.name == "dir" || e.name == "." || e.name == "..") {
+      EXPECT_EQ(e.type, static_cast<uint32_t>(S_IFDIR)) << e.name;
+    } else {
+      EXPECT_EQ(e.type, static_cast<uint32_t>(S_IFREG)) << e.name;
+      EXPECT_EQ(e.ino, InoOf(d, e.name));
+    }
+  }
+  ASSERT_OK(fs_->ListDir(kRoot, &list));
+  EXPECT_EQ(list[1].ino, kRoot);  // the root is its own parent
+}
+
+TEST_F(NamespaceTest, ReadDirPlus) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < 5; i++) {
+    inos.push_back(Create(d, "f" + std::to_string(i), S_IFREG | (0600 + i)));
+    ASSERT_OK(fs_->Write(inos.back(), 0, std::string(100 * (i + 1), 'x')));
+  }
+  // Some inodes in memory (flushed or not), others only in the LSM.
+  ASSERT_OK(fs_->Flush(inos[1]));
+  for (int i = 2; i < 5; i++) fs_->Forget(inos[i], 1);
+
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_EQ(list.size(), 7u);
+  std::vector<std::pair<std::string, kv::InodeRecord>> seen;
+  ASSERT_OK(fs_->ReadDirPlus(list, 0, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+    seen.emplace_back(e.name, r);
+    return true;
+  }));
+  ASSERT_EQ(seen.size(), 7u);
+  EXPECT_EQ(seen[0].first, ".");
+  EXPECT_EQ(seen[0].second.ino, d);
+  EXPECT_EQ(seen[1].first, "..");
+  for (int i = 0; i < 5; i++) {
+    const auto& [name, r] = seen[i + 2];
+    EXPECT_EQ(name, "f" + std::to_string(i));
+    EXPECT_EQ(r.ino, inos[i]);
+    EXPECT_EQ(r.mode, static_cast<uint32_t>(S_IFREG | (0600 + i)));
+    EXPECT_EQ(r.size, 100u * (i + 1));
+    EXPECT_EQ(r.nlink, 1u);
+    EXPECT_EQ(r.uid, 1000u);
+    EXPECT_GT(r.blocks, 0u);
+  }
+  // Every entry got one reference: give them back.
+  for (uint64_t ino : inos) fs_->Forget(ino, 1);
+  for (int i = 0; i < 2; i++) fs_->Forget(inos[i], 1);  // creation references
+}
+
+TEST_F(NamespaceTest, ReadDirPlusStopsAndCountsReferences) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < 4; i++) {
+    inos.push_back(Create(d, "f" + std::to_string(i)));
+    fs_->Forget(inos.back(), 1);  // no references left
+  }
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_EQ(list.size(), 6u);
+  // Start after "." and accept f0, f1; f2 is refused: the listing stops.
+  std::vector<std::string> names;
+  ASSERT_OK(fs_->ReadDirPlus(list, 1, [&](const DirListEntry& e, const kv::InodeRecord&) {
+    names.push_back(e.name);
+    return e.name != "f2";
+  }));
+  EXPECT_EQ(names, (std::vector<std::string>{"..", "f0", "f1", "f2"}));
+
+  // Accepted entries hold a reference: unlinked, they survive until Forget.
+  // Refused and unseen entries hold none: unlinked, they go at once.
+  for (int i = 0; i < 4; i++) ASSERT_OK(fs_->Unlink(d, "f" + std::to_string(i)));
+  kv::InodeRecord r;
+  for (int i = 0; i < 2; i++) {
+    ASSERT_OK(fs_->GetAttr(inos[i], &r)) << i;
+    EXPECT_EQ(r.nlink, 0u);
+  }
+  EXPECT_ERRNO(fs_->GetAttr(inos[2], &r), ENOENT);
+  EXPECT_ERRNO(fs_->GetAttr(inos[3], &r), ENOENT);
+  for (int i = 0; i < 2; i++) {
+    fs_->Forget(inos[i], 1);
+    EXPECT_ERRNO(fs_->GetAttr(inos[i], &r), ENOENT);
+  }
+  // Forget of an unknown inode, or of more than held, does not crash.
+  fs_->Forget(inos[0], 5);
+  fs_->Forget(123456, 1);
+  ExpectFsckClean();
+}
+
+TEST_F(NamespaceTest, ReadDirPlusOfRemovedEntry) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t f = Create(d, "f");
+  fs_->Forget(f, 1);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_OK(fs_->Unlink(d, "f"));
+  int calls = 0;
+  ASSERT_OK(fs_->ReadDirPlus(list, 2, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+    calls++;
+    EXPECT_EQ(e.name, "f");
+    EXPECT_EQ(r.ino, 0u);  // removed meanwhile: no attributes
+    return true;
+  }));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(NamespaceTest, ManyEntriesListAndReadDirPlusWindows) {
+  // More than one ReadDirPlus window (256 entries).
+  const uint64_t d = Mkdir(kRoot, "d");
+  for (int i = 0; i < 600; i++) {
+    char name[16];
+    std::snprintf(name, sizeof(name), "e%04d", i);
+    fs_->Forget(Create(d, name), 1);
+  }
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_EQ(list.size(), 602u);
+  for (size_t i = 3; i < list.size(); i++) EXPECT_LT(list[i - 1].name, list[i].name);
+  size_t n = 0;
+  ASSERT_OK(fs_->ReadDirPlus(list, 2, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+    EXPECT_EQ(r.ino, e.ino);
+    EXPECT_TRUE(S_ISREG(r.mode));
+    n++;
+    return true;
+  }));
+  EXPECT_EQ(n, 600u);
+  for (size_t i = 2; i < list.size(); i++) fs_->Forget(list[i].ino, 1);
+}
+
+}  // namespace
+}  // namespace sepfs::fs::testing

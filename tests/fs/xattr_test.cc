@@ -1,0 +1,140 @@
+// Extended attributes of the fs core.
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+
+#include <string>
+
+#include "fs_test_util.h"
+
+namespace sepfs::fs::testing {
+namespace {
+
+using XattrTest = FsTest;
+
+TEST_F(XattrTest, SetGetListRemove) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->SetXattr(f, "user.b", "two", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "one", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.empty", "", 0));
+  std::string v;
+  ASSERT_OK(fs_->GetXattr(f, "user.a", &v));
+  EXPECT_EQ(v, "one");
+  ASSERT_OK(fs_->GetXattr(f, "user.b", &v));
+  EXPECT_EQ(v, "two");
+  ASSERT_OK(fs_->GetXattr(f, "user.empty", &v));
+  EXPECT_EQ(v, "");
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names, std::string("user.a\0user.b\0user.empty\0", 25));
+
+  // Overwrite without flags.
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "uno", 0));
+  ASSERT_OK(fs_->GetXattr(f, "user.a", &v));
+  EXPECT_EQ(v, "uno");
+
+  ASSERT_OK(fs_->RemoveXattr(f, "user.a"));
+  EXPECT_ERRNO(fs_->GetXattr(f, "user.a", &v), ENODATA);
+  EXPECT_ERRNO(fs_->RemoveXattr(f, "user.a"), ENODATA);
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names, std::string("user.b\0user.empty\0", 18));
+
+  // Attributes are per inode.
+  const uint64_t g = Create(kRoot, "g");
+  ASSERT_OK(fs_->ListXattr(g, &names));
+  EXPECT_EQ(names, "");
+  EXPECT_ERRNO(fs_->GetXattr(g, "user.b", &v), ENODATA);
+}
+
+TEST_F(XattrTest, CreateAndReplaceFlags) {
+  const uint64_t f = Create(kRoot, "f");
+  EXPECT_ERRNO(fs_->SetXattr(f, "user.x", "v", XATTR_REPLACE), ENODATA);
+  std::string v;
+  EXPECT_ERRNO(fs_->GetXattr(f, "user.x", &v), ENODATA);
+  ASSERT_OK(fs_->SetXattr(f, "user.x", "v1", XATTR_CREATE));
+  EXPECT_ERRNO(fs_->SetXattr(f, "user.x", "v2", XATTR_CREATE), EEXIST);
+  ASSERT_OK(fs_->GetXattr(f, "user.x", &v));
+  EXPECT_EQ(v, "v1");
+  ASSERT_OK(fs_->SetXattr(f, "user.x", "v3", XATTR_REPLACE));
+  ASSERT_OK(fs_->GetXattr(f, "user.x", &v));
+  EXPECT_EQ(v, "v3");
+}
+
+TEST_F(XattrTest, Limits) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string name255 = "user." + std::string(250, 'n');
+  const std::string name256 = name255 + "n";
+  ASSERT_EQ(name255.size(), 255u);
+  ASSERT_OK(fs_->SetXattr(f, name255, "ok", 0));
+  std::string v;
+  ASSERT_OK(fs_->GetXattr(f, name255, &v));
+  EXPECT_EQ(v, "ok");
+  EXPECT_ERRNO(fs_->SetXattr(f, name256, "x", 0), ERANGE);
+  EXPECT_ERRNO(fs_->GetXattr(f, name256, &v), ERANGE);
+  EXPECT_ERRNO(fs_->RemoveXattr(f, name256), ERANGE);
+  EXPECT_ERRNO(fs_->SetXattr(f, "", "x", 0), ERANGE);
+
+  const std::string max_value = Payload(1, 64 * 1024);
+  ASSERT_OK(fs_->SetXattr(f, "user.big", max_value, 0));
+  ASSERT_OK(fs_->GetXattr(f, "user.big", &v));
+  EXPECT_TRUE(v == max_value);
+  EXPECT_ERRNO(fs_->SetXattr(f, "user.big", max_value + "x", 0), E2BIG);
+  ASSERT_OK(fs_->GetXattr(f, "user.big", &v));
+  EXPECT_TRUE(v == max_value);  // the failed set changed nothing
+}
+
+TEST_F(XattrTest, OnDirectoriesSymlinksAndMissingInodes) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  kv::InodeRecord s;
+  ASSERT_OK(fs_->Symlink(caller_, kRoot, "s", "target", &s));
+  ASSERT_OK(fs_->SetXattr(d, "user.dir", "D", 0));
+  ASSERT_OK(fs_->SetXattr(s.ino, "trusted.link", "S", 0));
+  std::string v;
+  ASSERT_OK(fs_->GetXattr(d, "user.dir", &v));
+  EXPECT_EQ(v, "D");
+  ASSERT_OK(fs_->GetXattr(s.ino, "trusted.link", &v));
+  EXPECT_EQ(v, "S");
+  EXPECT_ERRNO(fs_->SetXattr(987654, "user.x", "v", 0), ENOENT);
+}
+
+TEST_F(XattrTest, SetChangesCtimeNotMtime) {
+  const uint64_t f = Create(kRoot, "f");
+  const kv::InodeRecord before = Attr(f);
+  struct timespec ts = {0, 2'000'000};
+  nanosleep(&ts, nullptr);
+  ASSERT_OK(fs_->SetXattr(f, "user.x", "v", 0));
+  const kv::InodeRecord after = Attr(f);
+  EXPECT_EQ(after.mtime, before.mtime);
+  EXPECT_NE(after.ctime, before.ctime);
+}
+
+TEST_F(XattrTest, StatsXattrOnRoot) {
+  std::string v;
+  ASSERT_OK(fs_->GetXattr(kRoot, "sepfs.stats", &v));
+  EXPECT_FALSE(v.empty());
+  EXPECT_ERRNO(fs_->SetXattr(kRoot, "sepfs.stats", "x", 0), EPERM);
+}
+
+TEST_F(XattrTest, PersistAcrossReopen) {
+  const uint64_t f = Create(kRoot, "f");
+  const uint64_t d = Mkdir(kRoot, "d");
+  const std::string big = Payload(2, 60000);
+  ASSERT_OK(fs_->SetXattr(f, "user.big", big, 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.small", "s", 0));
+  ASSERT_OK(fs_->SetXattr(d, "user.gone", "g", 0));
+  ASSERT_OK(fs_->RemoveXattr(d, "user.gone"));
+  ASSERT_OK(fs_->SetXattr(d, "user.kept", "k", 0));
+  Reopen();
+  std::string v, names;
+  ASSERT_OK(fs_->GetXattr(f, "user.big", &v));
+  EXPECT_TRUE(v == big);
+  ASSERT_OK(fs_->GetXattr(f, "user.small", &v));
+  EXPECT_EQ(v, "s");
+  ASSERT_OK(fs_->ListXattr(d, &names));
+  EXPECT_EQ(names, std::string("user.kept\0", 10));
+  EXPECT_ERRNO(fs_->GetXattr(d, "user.gone", &v), ENODATA);
+  ExpectFsckClean();
+}
+
+}  // namespace
+}  // namespace sepfs::fs::testing

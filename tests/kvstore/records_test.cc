@@ -1,0 +1,190 @@
+#include "kvstore/records.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+namespace sepfs::kv {
+namespace {
+
+InodeRecord SampleInode() {
+  InodeRecord r;
+  r.ino = 0x0102030405060708ull;
+  r.mode = 0100644;
+  r.uid = 1000;
+  r.gid = 4294967294u;
+  r.nlink = 3;
+  r.size = (1ull << 40) + 17;
+  r.rdev = 0x0801;
+  r.blocks = 123456789;
+  r.atime = {-5, 999999999};
+  r.mtime = {1700000000, 1};
+  r.ctime = {INT64_MAX, 0};
+  return r;
+}
+
+// Every strict prefix and every one-byte extension must be rejected.
+template <typename T, typename Decode>
+void ExpectRejectsTruncatedAndExtended(const std::string& enc, Decode decode) {
+  for (size_t n = 0; n < enc.size(); ++n) {
+    T out;
+    Status s = decode(std::string_view(enc).substr(0, n), &out);
+    EXPECT_TRUE(s.IsCorruption()) << "prefix of " << n << " bytes: " << s.ToString();
+    EXPECT_EQ(s.err(), EIO);
+  }
+  T out;
+  Status s = decode(enc + "x", &out);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+}
+
+TEST(Records, InodeRoundTrip) {
+  const InodeRecord r = SampleInode();
+  const std::string enc = EncodeInode(r);
+  EXPECT_EQ(enc[0], 1);  // version
+  InodeRecord back;
+  ASSERT_TRUE(DecodeInode(enc, &back).ok());
+  EXPECT_EQ(back, r);
+
+  InodeRecord zero;
+  ASSERT_TRUE(DecodeInode(EncodeInode(InodeRecord{}), &back).ok());
+  EXPECT_EQ(back, zero);
+}
+
+TEST(Records, InodeFieldsAreLittleEndian) {
+  InodeRecord r;
+  r.ino = 0x0102;
+  const std::string enc = EncodeInode(r);
+  EXPECT_EQ(static_cast<unsigned char>(enc[1]), 0x02);
+  EXPECT_EQ(static_cast<unsigned char>(enc[2]), 0x01);
+}
+
+TEST(Records, InodeRejectsBadInput) {
+  const std::string enc = EncodeInode(SampleInode());
+  ExpectRejectsTruncatedAndExtended<InodeRecord>(
+      enc, [](std::string_view s, InodeRecord* r) { return DecodeInode(s, r); });
+  for (char v : {'\0', '\x02', '\xff'}) {
+    std::string bad = enc;
+    bad[0] = v;
+    InodeRecord out;
+    EXPECT_TRUE(DecodeInode(bad, &out).IsCorruption());
+  }
+}
+
+TEST(Records, InodeDecodeFailureLeavesOutputAlone) {
+  InodeRecord out = SampleInode();
+  EXPECT_FALSE(DecodeInode("\x01short", &out).ok());
+  EXPECT_EQ(out, SampleInode());
+}
+
+TEST(Records, DirEntryRoundTrip) {
+  const DirEntry e{0xfedcba9876543210ull, 0040000};
+  const std::string enc = EncodeDirEntry(e);
+  EXPECT_EQ(enc[0], 1);
+  DirEntry back;
+  ASSERT_TRUE(DecodeDirEntry(enc, &back).ok());
+  EXPECT_EQ(back, e);
+  ExpectRejectsTruncatedAndExtended<DirEntry>(
+      enc, [](std::string_view s, DirEntry* d) { return DecodeDirEntry(s, d); });
+  std::string bad = enc;
+  bad[0] = 2;
+  EXPECT_TRUE(DecodeDirEntry(bad, &back).IsCorruption());
+}
+
+TEST(Records, BlockValueRoundTrip) {
+  const vlog::BlockPtr p{0x01020304u, 0xfffffff0u, 65536, 0x1122334455667788ull};
+  const std::string enc = EncodeBlockValue(p);
+  ASSERT_EQ(enc.size(), 1 + vlog::kBlockPtrEncodedSize);
+  EXPECT_EQ(enc[0], 'P');
+  vlog::BlockPtr back;
+  ASSERT_TRUE(DecodeBlockValue(enc, &back).ok());
+  EXPECT_EQ(back, p);
+  ExpectRejectsTruncatedAndExtended<vlog::BlockPtr>(
+      enc, [](std::string_view s, vlog::BlockPtr* b) { return DecodeBlockValue(s, b); });
+  for (char tag : {'\0', '\x01', 'D', 'p'}) {
+    std::string bad = enc;
+    bad[0] = tag;
+    EXPECT_TRUE(DecodeBlockValue(bad, &back).IsCorruption());
+  }
+}
+
+Superblock SampleSuper() {
+  Superblock s;
+  s.block_size = 4096;
+  s.segment_size = 256ull << 20;
+  s.capacity = 10ull << 30;
+  s.created = 1700000000;
+  s.uuid = "0123456789abcdef0123456789abcdef";
+  return s;
+}
+
+void ExpectSuperEq(const Superblock& a, const Superblock& b) {
+  EXPECT_EQ(a.magic, b.magic);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.block_size, b.block_size);
+  EXPECT_EQ(a.segment_size, b.segment_size);
+  EXPECT_EQ(a.capacity, b.capacity);
+  EXPECT_EQ(a.created, b.created);
+  EXPECT_EQ(a.uuid, b.uuid);
+}
+
+TEST(Records, SuperblockRoundTrip) {
+  const Superblock s = SampleSuper();
+  Superblock back;
+  back.uuid = "stale";
+  ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(s), &back).ok());
+  ExpectSuperEq(back, s);
+
+  Superblock empty_uuid = SampleSuper();
+  empty_uuid.uuid.clear();
+  ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(empty_uuid), &back).ok());
+  ExpectSuperEq(back, empty_uuid);
+}
+
+TEST(Records, SuperblockRejectsTruncatedAndExtended) {
+  ExpectRejectsTruncatedAndExtended<Superblock>(
+      EncodeSuperblock(SampleSuper()),
+      [](std::string_view src, Superblock* s) { return DecodeSuperblock(src, s); });
+}
+
+TEST(Records, SuperblockWrongMagicIsNotASepfsStore) {
+  Superblock s = SampleSuper();
+  s.magic ^= 1;
+  Superblock back;
+  Status st = DecodeSuperblock(EncodeSuperblock(s), &back);
+  EXPECT_TRUE(st.IsCorruption());
+  EXPECT_EQ(st.err(), EIO);
+  EXPECT_NE(st.ToString().find("not a sepfs store"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(DecodeSuperblock("leveldb junk that is long enough", &back).IsCorruption());
+}
+
+TEST(Records, SuperblockNewerVersionIsNotSupported) {
+  Superblock s = SampleSuper();
+  s.version = kMetaFormatVersion + 1;
+  Superblock back;
+  Status st = DecodeSuperblock(EncodeSuperblock(s), &back);
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(st.IsCorruption());
+  EXPECT_EQ(st.err(), EPROTONOSUPPORT);
+  const std::string want = "store format version " + std::to_string(kMetaFormatVersion + 1) +
+                           " is newer than this sepfs (" + std::to_string(kMetaFormatVersion) +
+                           ")";
+  EXPECT_NE(st.ToString().find(want), std::string::npos) << st.ToString();
+
+  // A newer store whose layout grew is still reported as newer, not corrupt.
+  st = DecodeSuperblock(EncodeSuperblock(s) + "future fields", &back);
+  EXPECT_EQ(st.err(), EPROTONOSUPPORT) << st.ToString();
+}
+
+TEST(Records, SuperblockFlippedRecordVersionIsCorruption) {
+  std::string enc = EncodeSuperblock(SampleSuper());
+  enc[0] = 7;
+  Superblock back;
+  EXPECT_TRUE(DecodeSuperblock(enc, &back).IsCorruption());
+  Superblock zero = SampleSuper();
+  zero.version = 0;
+  EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(zero), &back).IsCorruption());
+}
+
+}  // namespace
+}  // namespace sepfs::kv

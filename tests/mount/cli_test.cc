@@ -1,0 +1,584 @@
+// The sepfs command line and bad input: mkfs refusals, mount refusals, fsck
+// exit codes, stats, --help, mount options, corrupted and truncated segments
+// (EIO, never wrong bytes), store permissions, EFBIG and ENOSPC.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "mount_fixture.h"
+
+namespace sepfs::mounttest {
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Segment files of a store, oldest first.
+std::vector<std::string> SegmentFiles(const std::string& store) {
+  std::vector<std::string> out;
+  const std::string dir = store + "/vlog";
+  DIR* d = ::opendir(dir.c_str());
+  EXPECT_NE(d, nullptr) << dir << ": " << strerror(errno);
+  if (d == nullptr) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("seg-", 0) == 0 && name.size() > 9 &&
+        name.substr(name.size() - 5) == ".vlog") {
+      out.push_back(dir + "/" + name);
+    }
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ReadHostFile(const std::string& path) {
+  std::string out;
+  EXPECT_EQ(ReadFileErrno(path, &out), 0) << path;
+  return out;
+}
+
+// Every place needle sits in the segment files (older records of the same
+// block may hold the same bytes).
+struct Location {
+  std::string file;
+  off_t offset = -1;
+};
+std::vector<Location> FindInSegments(const std::string& store,
+                                     const std::string& needle) {
+  std::vector<Location> found;
+  for (const std::string& seg : SegmentFiles(store)) {
+    std::string data = ReadHostFile(seg);
+    for (size_t pos = data.find(needle); pos != std::string::npos;
+         pos = data.find(needle, pos + 1)) {
+      found.push_back({seg, static_cast<off_t>(pos)});
+    }
+  }
+  return found;
+}
+
+class CliTest : public MountFixture {};
+
+class UnmountedTest : public MountFixture {
+ protected:
+  UnmountedTest() { mount_in_setup_ = false; }
+};
+
+class NoStoreTest : public MountFixture {
+ protected:
+  NoStoreTest() { mkfs_in_setup_ = false; }
+};
+
+TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirUnlessForced) {
+  ASSERT_SYS_OK(::mkdir(store().c_str(), 0700));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(store() + "/precious", "keep me"));
+  CmdResult r = RunSepfs({"mkfs", store()});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(Contains(r.err, store())) << "message must name the path\n"
+                                        << r.Describe();
+  EXPECT_EQ(ReadHostFile(store() + "/precious"), "keep me");
+  struct stat st {};
+  EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0);
+  EXPECT_NE(::stat((store() + "/vlog").c_str(), &st), 0);
+
+  r = RunSepfs({"mkfs", "--force", store()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("inside"), "data"));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+
+  // An existing store is refused too, and stays intact.
+  r = RunSepfs({"mkfs", store()});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, store())) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(ReadFile(P("inside")), "data");
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  // --force replaces it with an empty filesystem.
+  r = RunSepfs({"mkfs", "--force", store()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_NE(::access(P("inside").c_str(), F_OK), 0);
+}
+
+TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"mkfs", "--block-size=0", store()},
+      {"mkfs", "--block-size=1000", store()},  // not a power of two
+      {"mkfs", "--segment-size=0", store()},
+      {"mkfs", "--block-size=notanumber", store()},
+      {"mkfs", "--no-such-option", store()},
+      {"mkfs"},  // no store
+  };
+  for (const auto& args : bad) {
+    CmdResult r = RunSepfs(args);
+    const std::string what = args.size() > 1 ? args[1] : "no store";
+    EXPECT_NE(r.exit_code, 0) << what << "\n" << r.Describe();
+    EXPECT_FALSE(r.timed_out);
+    struct stat st {};
+    EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0) << what;
+  }
+  ASSERT_NO_FATAL_FAILURE(
+      Mkfs({"--block-size=4096", "--segment-size=8388608"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  const std::string data = RandomBytes(3 * kMiB + 5, 1);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+}
+
+TEST_F(NoStoreTest, StoreIsOwnerOnly) {
+  ::umask(0);  // the store must not depend on the caller's umask
+  ASSERT_NO_FATAL_FAILURE(Mkfs());
+  ::umask(022);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(2 * kMiB, 2)));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  struct stat st {};
+  for (const char* sub : {"", "/meta", "/vlog"}) {
+    std::string path = store() + sub;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_TRUE(S_ISDIR(st.st_mode)) << path;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << path;
+  }
+  EXPECT_FALSE(SegmentFiles(store()).empty());
+  // Nothing anywhere in the store is accessible to group or others.
+  std::vector<std::string> todo = {store()};
+  int seen = 0;
+  while (!todo.empty()) {
+    std::string dir = todo.back();
+    todo.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    ASSERT_NE(d, nullptr) << dir;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      std::string path = dir + "/" + name;
+      ASSERT_EQ(::lstat(path.c_str(), &st), 0) << path;
+      ++seen;
+      EXPECT_EQ(st.st_mode & 077, 0u)
+          << path << " has mode " << std::oct << (st.st_mode & 07777);
+      if (S_ISDIR(st.st_mode)) todo.push_back(path);
+    }
+    ::closedir(d);
+  }
+  EXPECT_GE(seen, 4);
+}
+
+TEST_F(NoStoreTest, MountRefusesWhatIsNotAStore) {
+  const std::string empty = root() + "/emptydir";
+  const std::string junk = root() + "/junkdir";
+  const std::string file = root() + "/plainfile";
+  ASSERT_SYS_OK(::mkdir(empty.c_str(), 0700));
+  ASSERT_SYS_OK(::mkdir(junk.c_str(), 0700));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(junk + "/meta", "not a directory"));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(file, "x"));
+  for (const std::string& bad :
+       {root() + "/missing", empty, junk, file}) {
+    set_store(bad);
+    int exit_code = 0;
+    std::string log;
+    EXPECT_FALSE(TryMount({}, &exit_code, &log)) << bad;
+    EXPECT_NE(exit_code, 0) << bad << "\n" << log;
+    EXPECT_NE(exit_code, -1) << bad << ": must exit, not hang or crash\n"
+                             << log;
+    EXPECT_TRUE(Contains(log, bad)) << "message must name " << bad << "\n"
+                                    << log;
+    EXPECT_FALSE(IsMountpoint(mnt()));
+    // Nothing was created in place of the missing store.
+    if (bad == root() + "/missing") {
+      EXPECT_NE(::access(bad.c_str(), F_OK), 0);
+    }
+  }
+}
+
+TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
+  struct Case {
+    const char* what;
+    std::string mountpoint;
+  };
+  const std::string file = root() + "/afile";
+  ASSERT_NO_FATAL_FAILURE(WriteFile(file, "x"));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(mnt() + "/occupant", "x"));
+  const Case cases[] = {
+      {"missing mountpoint", root() + "/nomnt"},
+      {"non-empty mountpoint", mnt()},
+      {"mountpoint is a file", file},
+  };
+  for (const Case& c : cases) {
+    AddCleanupMount(c.mountpoint);
+    CmdResult r = RunSepfs({"mount", "-f", store(), c.mountpoint}, 20);
+    EXPECT_FALSE(r.timed_out) << c.what << ": the mount must be refused";
+    EXPECT_NE(r.exit_code, 0) << c.what << "\n" << r.Describe();
+    EXPECT_FALSE(IsMountpoint(c.mountpoint)) << c.what;
+  }
+  EXPECT_EQ(ReadHostFile(mnt() + "/occupant"), "x");
+  // The refusals left the store usable.
+  ASSERT_SYS_OK(::unlink((mnt() + "/occupant").c_str()));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+}
+
+TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "first"));
+  const std::string mnt2 = root() + "/mnt2";
+  ASSERT_SYS_OK(::mkdir(mnt2.c_str(), 0755));
+  AddCleanupMount(mnt2);
+  CmdResult r = RunSepfs({"mount", "-f", store(), mnt2}, 20);
+  EXPECT_FALSE(r.timed_out) << "the second mount must be refused";
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "already mounted")) << r.Describe();
+  EXPECT_FALSE(IsMountpoint(mnt2));
+  // The first mount keeps working.
+  EXPECT_EQ(ReadFile(P("f")), "first");
+  const std::string data = RandomBytes(kMiB, 3);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("g"), data));
+  EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+  // Neither may fsck or mkfs touch it while mounted.
+  CmdResult f = FsckResult();
+  EXPECT_EQ(f.exit_code, 8) << f.Describe();
+  CmdResult m = RunSepfs({"mkfs", "--force", store()});
+  EXPECT_NE(m.exit_code, 0) << m.Describe();
+  EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+}
+
+TEST_F(UnmountedTest, FsckExitCodes) {
+  Fsck();
+  CmdResult r = FsckResult({"--repair"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(3 * kMiB, 4)));
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_SYS_OK(::link(P("f").c_str(), P("d/l").c_str()));
+  r = FsckResult();
+  EXPECT_EQ(r.exit_code, 8) << "fsck of a mounted store\n" << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  r = RunSepfs({"fsck", root() + "/missing"});
+  EXPECT_EQ(r.exit_code, 8) << r.Describe();
+}
+
+TEST_F(UnmountedTest, StatsAndHelp) {
+  CmdResult r = RunSepfs({"stats", store()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_FALSE(r.out.empty()) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(kMiB, 5)));
+  r = RunSepfs({"stats", mnt()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_FALSE(r.out.empty()) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+
+  for (const char* sub : {"mkfs", "mount", "fsck", "stats"}) {
+    r = RunSepfs({sub, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << sub << "\n" << r.Describe();
+    EXPECT_TRUE(Contains(Lower(r.out + r.err), "usage")) << sub << "\n"
+                                                         << r.Describe();
+    EXPECT_TRUE(Contains(r.out + r.err, sub)) << sub;
+  }
+  r = RunSepfs({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(Lower(r.out + r.err), "usage")) << r.Describe();
+  // Wrong usage fails.
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {}, {"no-such-command"}, {"mount", store()}, {"stats"}}) {
+    r = RunSepfs(args, 20);
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+  }
+}
+
+TEST_F(UnmountedTest, MountOptions) {
+  const std::vector<std::vector<std::string>> option_sets = {
+      {},
+      {"allow_other"},
+      {"nowriteback"},
+      {"noreaddirplus"},
+      {"noparallel_dirops"},
+      {"max_write=65536"},
+      {"attr_timeout=0", "entry_timeout=0"},
+      {"attr_timeout=30", "entry_timeout=30"},
+      {"flush_interval=1"},
+      {"cache_mb=1"},
+      {"nodefault_permissions"},
+      {"nowriteback", "noreaddirplus", "max_write=4096", "cache_mb=2"},
+  };
+  int i = 0;
+  for (const auto& opts : option_sets) {
+    SCOPED_TRACE("options #" + std::to_string(i));
+    ASSERT_NO_FATAL_FAILURE(Mount(opts));
+    const std::string name = "f" + std::to_string(i);
+    const std::string data = RandomBytes(300000 + i, 10 + i);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P(name), data));
+    EXPECT_TRUE(SameBytes(ReadFile(P(name)), data));
+    ASSERT_SYS_OK(::mkdir(P("d" + std::to_string(i)).c_str(), 0755));
+    ASSERT_SYS_OK(::rmdir(P("d" + std::to_string(i)).c_str()));
+    DIR* d = ::opendir(mnt().c_str());
+    ASSERT_NE(d, nullptr);
+    int n = 0;
+    while (struct dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+    EXPECT_EQ(n, i + 1);
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    ++i;
+  }
+  // Read-only: reads work, every change is EROFS.
+  ASSERT_NO_FATAL_FAILURE(Mount({"ro"}));
+  EXPECT_TRUE(SameBytes(ReadFile(P("f0")), RandomBytes(300000, 10)));
+  EXPECT_ERRNO(::open(P("new").c_str(), O_CREAT | O_WRONLY, 0644), EROFS);
+  EXPECT_ERRNO(::open(P("f0").c_str(), O_WRONLY), EROFS);
+  EXPECT_ERRNO(::mkdir(P("nd").c_str(), 0755), EROFS);
+  EXPECT_ERRNO(::unlink(P("f0").c_str()), EROFS);
+  EXPECT_ERRNO(::chmod(P("f0").c_str(), 0600), EROFS);
+  EXPECT_ERRNO(::truncate(P("f0").c_str(), 0), EROFS);
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  // An unknown option is refused.
+  int exit_code = 0;
+  std::string log;
+  EXPECT_FALSE(TryMount({"no_such_option_xyz"}, &exit_code, &log));
+  EXPECT_NE(exit_code, 0) << log;
+}
+
+TEST_F(UnmountedTest, DaemonizedMount) {
+  CmdResult r = RunSepfs({"mount", store(), mnt()}, 30);
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  AddCleanupMount(mnt());
+  ASSERT_TRUE(IsMountpoint(mnt())) << "the mount must be live when "
+                                      "`sepfs mount` returns";
+  const std::string data = RandomBytes(kMiB + 1, 6);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+  ASSERT_SYS_OK(::umount2(mnt().c_str(), 0));
+  // The daemon lets go of the store soon after the unmount.
+  CmdResult f;
+  for (int i = 0; i < 100; ++i) {
+    f = FsckResult();
+    if (f.exit_code != 8) break;
+    usleep(200 * 1000);
+  }
+  EXPECT_EQ(f.exit_code, 0) << f.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+}
+
+// Writes a bystander and a victim file, unmounts, and returns the victim's
+// data plus where its block at 2 MiB sits in the segment files.
+class CorruptionTest : public MountFixture {
+ protected:
+  static constexpr size_t kVictimSize = 4 * kMiB;
+  static constexpr size_t kProbe = 2 * kMiB;  // block-aligned
+
+  void WriteFilesAndLocate(std::vector<Location>* locs) {
+    bystander_ = RandomBytes(kMiB, 7);
+    victim_ = RandomBytes(kVictimSize, 8);
+    {
+      ASSERT_NO_FATAL_FAILURE(WriteFile(P("bystander"), bystander_));
+      UniqueFd fd(::open(P("bystander").c_str(), O_RDONLY));
+      ASSERT_SYS_OK(::fsync(fd.get()));
+    }
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P("victim"), victim_));
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    *locs = FindInSegments(store(), victim_.substr(kProbe, 4096));
+    ASSERT_FALSE(locs->empty())
+        << "the victim's data was not found verbatim in any segment";
+    for (const Location& loc : *locs) ASSERT_GE(loc.offset, 64 + 48);
+  }
+
+  // Reads the victim from the start; every byte returned must be right and
+  // some read must fail with EIO.
+  void ExpectEioNeverWrongBytes() {
+    UniqueFd fd(::open(P("victim").c_str(), O_RDONLY));
+    EXPECT_TRUE(fd.ok()) << strerror(errno);
+    std::string buf(64 * 1024, '\0');
+    size_t pos = 0;
+    int err = 0;
+    while (pos < victim_.size()) {
+      ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+      if (n < 0) {
+        err = errno;
+        break;
+      }
+      if (n == 0) break;
+      EXPECT_TRUE(SameBytes(buf.substr(0, n), victim_.substr(pos, n)))
+          << "WRONG BYTES returned at offset " << pos;
+      pos += static_cast<size_t>(n);
+    }
+    EXPECT_EQ(ErrName(err), ErrName(EIO))
+        << "reading the damaged file must fail with EIO (got to " << pos
+        << ")";
+    EXPECT_LE(pos, kProbe + 4096);
+    // A direct read of the damaged block fails too.
+    char c[4096];
+    EXPECT_ERRNO(::pread(fd.get(), c, sizeof(c), kProbe + 100), EIO);
+  }
+
+  void ExpectDaemonAliveAndBystanderIntact() {
+    ASSERT_TRUE(mounted());
+    EXPECT_EQ(::kill(daemon_pid(), 0), 0) << "the daemon died";
+    EXPECT_TRUE(SameBytes(ReadFile(P("bystander")), bystander_));
+    EXPECT_TRUE(IsMountpoint(mnt()));
+    // New writes still work.
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P("after"), "after"));
+    EXPECT_EQ(ReadFile(P("after")), "after");
+  }
+
+  std::string bystander_;
+  std::string victim_;
+};
+
+TEST_F(CorruptionTest, FlippedBytesGiveEio) {
+  std::vector<Location> locs;
+  ASSERT_NO_FATAL_FAILURE(WriteFilesAndLocate(&locs));
+  for (const Location& loc : locs) {
+    UniqueFd seg(::open(loc.file.c_str(), O_RDWR));
+    ASSERT_TRUE(seg.ok());
+    std::string bytes = PreadAll(seg.get(), 16, loc.offset + 100);
+    for (char& b : bytes) b = static_cast<char>(b ^ 0x5A);
+    ASSERT_NO_FATAL_FAILURE(
+        PwriteAll(seg.get(), bytes.data(), bytes.size(), loc.offset + 100));
+    ASSERT_SYS_OK(::fsync(seg.get()));
+  }
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ExpectEioNeverWrongBytes();
+  ASSERT_NO_FATAL_FAILURE(ExpectDaemonAliveAndBystanderIntact());
+  // Reading it again still fails the same way (nothing cached wrong).
+  ExpectEioNeverWrongBytes();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  CmdResult r = FsckResult();
+  EXPECT_EQ(r.exit_code, 4) << "fsck must report the damage\n" << r.Describe();
+}
+
+TEST_F(CorruptionTest, TruncatedSegmentGivesEio) {
+  std::vector<Location> locs;
+  ASSERT_NO_FATAL_FAILURE(WriteFilesAndLocate(&locs));
+  // Cut the segment where the victim's block at 2 MiB begins (about half of
+  // what was written), so that block is gone and the bystander, written and
+  // fsync'd before, is not. Later occurrences first: each cut is a prefix.
+  std::reverse(locs.begin(), locs.end());
+  for (const Location& loc : locs) {
+    ASSERT_SYS_OK(::truncate(loc.file.c_str(), loc.offset));
+  }
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ExpectEioNeverWrongBytes();
+  ASSERT_NO_FATAL_FAILURE(ExpectDaemonAliveAndBystanderIntact());
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  CmdResult r = FsckResult();
+  EXPECT_EQ(r.exit_code, 4) << "fsck must report the damage\n" << r.Describe();
+}
+
+// Without the writeback cache, writes reach the daemon synchronously, so its
+// maximum file size shows as EFBIG from pwrite itself.
+class NoWritebackTest : public MountFixture {
+ protected:
+  NoWritebackTest() { mount_options_ = {"nowriteback"}; }
+};
+
+TEST_F(NoWritebackTest, WritePastMaxFileSizeIsEfbig) {
+  UniqueFd fd(::open(P("f").c_str(), O_CREAT | O_RDWR, 0644));
+  ASSERT_TRUE(fd.ok());
+  char buf[100] = {1};
+  // Both ranges end below 2^63 - 1, so the kernel passes them on.
+  EXPECT_ERRNO(::pwrite(fd.get(), buf, sizeof(buf), LLONG_MAX - 4095), EFBIG);
+  EXPECT_ERRNO(::pwrite(fd.get(), buf, 1, LLONG_MAX - 1), EFBIG);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd.get(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "a failed write must not change the size";
+  // The file is fine afterwards.
+  EXPECT_EQ(::pwrite(fd.get(), "ok", 2, 0), 2);
+  EXPECT_EQ(fd.Close(), 0);
+  EXPECT_EQ(ReadFile(P("f")), "ok");
+}
+
+// The store on a 48 MiB tmpfs: writes end in ENOSPC, never a hang, and what
+// was fsync'd before survives.
+class EnospcTest : public MountFixture {
+ protected:
+  EnospcTest() { mkfs_in_setup_ = false; }
+};
+
+TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
+  const std::string small = root() + "/small";
+  ASSERT_SYS_OK(::mkdir(small.c_str(), 0755));
+  ASSERT_SYS_OK(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=48m"));
+  AddCleanupMount(small);
+  set_store(small + "/store");
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=4194304"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+
+  const std::string keeper = RandomBytes(kMiB, 9);
+  {
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P("keeper"), keeper));
+    UniqueFd fd(::open(P("keeper").c_str(), O_RDONLY));
+    ASSERT_SYS_OK(::fsync(fd.get()));
+    UniqueFd dir(::open(mnt().c_str(), O_RDONLY | O_DIRECTORY));
+    ASSERT_SYS_OK(::fsync(dir.get()));
+  }
+  // Fill in 4 MiB files; 40 of them are over three times the space.
+  int err = 0;
+  int synced = 0;
+  const std::string chunk = RandomBytes(kMiB, 10);
+  for (int i = 0; i < 40 && err == 0; ++i) {
+    UniqueFd fd(::open(P("fill" + std::to_string(i)).c_str(),
+                       O_CREAT | O_WRONLY, 0644));
+    if (!fd.ok()) {
+      err = errno;
+      break;
+    }
+    for (int j = 0; j < 4 && err == 0; ++j) {
+      errno = 0;
+      if (::write(fd.get(), chunk.data(), chunk.size()) !=
+          static_cast<ssize_t>(chunk.size())) {
+        err = errno == 0 ? ENOSPC : errno;  // a short write means full
+      }
+    }
+    if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+    if (fd.Close() != 0 && err == 0) err = errno;
+    if (err == 0) synced = i + 1;
+  }
+  EXPECT_EQ(ErrName(err), ErrName(ENOSPC))
+      << "filling the store must end in ENOSPC (" << synced
+      << " files of 4 MiB fit)";
+  EXPECT_GE(synced, 1);
+  EXPECT_LE(synced, 12) << "more than 48 MiB fit into 48 MiB?";
+  // Reading still works on a full store, and so do metadata-only changes
+  // that free nothing.
+  EXPECT_TRUE(SameBytes(ReadFile(P("keeper")), keeper));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("keeper")), keeper));
+  std::string four = chunk + chunk + chunk + chunk;
+  for (int i = 0; i < synced; ++i) {
+    std::string got;
+    ASSERT_EQ(ReadFileErrno(P("fill" + std::to_string(i)), &got), 0) << i;
+    EXPECT_TRUE(got == four) << "fsync'd file fill" << i << " changed";
+  }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
+}  // namespace
+}  // namespace sepfs::mounttest

@@ -1,0 +1,367 @@
+// File data semantics of a mounted sepfs: partial-block writes, append,
+// truncate-on-open, EOF, sync calls, fallocate, SEEK_DATA/SEEK_HOLE and
+// honest st_blocks. Every test runs with the kernel writeback cache on
+// (default) and off (-o nowriteback).
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mount_fixture.h"
+
+namespace sepfs::mounttest {
+namespace {
+
+constexpr off_t kKiB = 1024;
+constexpr off_t kMiB = 1024 * 1024;
+
+class DataTest : public MountFixture,
+                 public ::testing::WithParamInterface<const char*> {
+ protected:
+  DataTest() {
+    if (std::string(GetParam()) != "default") mount_options_ = {GetParam()};
+  }
+
+  UniqueFd Open(const std::string& rel, int flags, mode_t mode = 0644) {
+    UniqueFd fd(::open(P(rel).c_str(), flags | O_CLOEXEC, mode));
+    EXPECT_TRUE(fd.ok()) << rel << ": " << strerror(errno);
+    return fd;
+  }
+
+  // Checks rel against want through one read pass with odd chunk sizes.
+  void ExpectContent(const std::string& rel, const std::string& want) {
+    UniqueFd fd = Open(rel, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    std::string got;
+    std::vector<size_t> chunks = {1, 4095, 65536, 100000, 1 << 20, 7};
+    char* buf = new char[1 << 20];
+    for (size_t i = 0;; ++i) {
+      ssize_t n = ::read(fd.get(), buf, chunks[i % chunks.size()]);
+      ASSERT_GE(n, 0) << strerror(errno);
+      if (n == 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    delete[] buf;
+    ASSERT_EQ(got.size(), want.size()) << rel;
+    if (got != want) {
+      size_t i = 0;
+      while (got[i] == want[i]) ++i;
+      FAIL() << rel << ": first difference at byte " << i;
+    }
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd.get(), &st), 0);
+    EXPECT_EQ(st.st_size, static_cast<off_t>(want.size()));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
+                         ::testing::Values("default", "nowriteback"));
+
+TEST_P(DataTest, PartialBlockOverwritesMerge) {
+  struct Case {
+    off_t offset;
+    size_t len;
+  };
+  const Case cases[] = {
+      {70000, 100},         // inside one block
+      {0, 1},               // first byte
+      {65530, 20},          // straddles a 64 KiB boundary
+      {131071, 2},          // straddles the next one
+      {4095, 4098},         // straddles two 4 KiB boundaries
+      {200 * kKiB - 10, 1000},  // extends the file
+      {300 * kKiB, 5},      // leaves a hole, then extends
+  };
+  std::string model = RandomBytes(200 * kKiB, 11);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), model));
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    std::string patch = RandomBytes(c.len, ++seed);
+    {
+      UniqueFd fd = Open("f", O_WRONLY);
+      ASSERT_NO_FATAL_FAILURE(
+          PwriteAll(fd.get(), patch.data(), patch.size(), c.offset));
+    }
+    size_t end = static_cast<size_t>(c.offset) + c.len;
+    if (model.size() < end) model.resize(end, '\0');
+    model.replace(static_cast<size_t>(c.offset), c.len, patch);
+    ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model)) << "offset " << c.offset;
+  }
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model));
+}
+
+TEST_P(DataTest, AppendAndTruncOnOpen) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "start"));
+  {
+    UniqueFd a = Open("f", O_WRONLY | O_APPEND);
+    UniqueFd b = Open("f", O_WRONLY | O_APPEND);
+    ASSERT_EQ(::write(a.get(), "-a1", 3), 3);
+    ASSERT_EQ(::write(b.get(), "-b1", 3), 3);
+    ASSERT_EQ(::write(a.get(), "-a2", 3), 3);
+    // Seeking does not defeat O_APPEND.
+    ASSERT_EQ(::lseek(b.get(), 0, SEEK_SET), 0);
+    ASSERT_EQ(::write(b.get(), "-b2", 3), 3);
+    EXPECT_EQ(::lseek(b.get(), 0, SEEK_CUR), 17);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", "start-a1-b1-a2-b2"));
+  // Large appends across blocks.
+  std::string model = "start-a1-b1-a2-b2";
+  {
+    UniqueFd a = Open("f", O_WRONLY | O_APPEND);
+    for (int i = 0; i < 5; ++i) {
+      std::string chunk = RandomBytes(70000 + i, 20 + i);
+      ASSERT_NO_FATAL_FAILURE(
+          PwriteAll(a.get(), chunk.data(), chunk.size(), 0));
+      model += chunk;
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model));
+  // O_TRUNC empties the file; a shorter rewrite leaves no old bytes.
+  {
+    UniqueFd t = Open("f", O_WRONLY | O_TRUNC);
+    struct stat st {};
+    ASSERT_EQ(::fstat(t.get(), &st), 0);
+    EXPECT_EQ(st.st_size, 0);
+    ASSERT_EQ(::write(t.get(), "short", 5), 5);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", "short"));
+  { UniqueFd t = Open("f", O_RDWR | O_TRUNC); }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", ""));
+  // O_CREAT|O_TRUNC on a new file.
+  { UniqueFd t = Open("g", O_CREAT | O_WRONLY | O_TRUNC); }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("g", ""));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", ""));
+}
+
+TEST_P(DataTest, ReadsAtAndPastEof) {
+  const std::string data = RandomBytes(100000, 30);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  UniqueFd fd = Open("f", O_RDONLY);
+  char buf[4096];
+  EXPECT_EQ(::pread(fd.get(), buf, sizeof(buf), 100000), 0);
+  EXPECT_EQ(::pread(fd.get(), buf, sizeof(buf), 100001), 0);
+  EXPECT_EQ(::pread(fd.get(), buf, sizeof(buf), 1LL << 40), 0);
+  // A read crossing EOF returns what there is.
+  ASSERT_EQ(::pread(fd.get(), buf, sizeof(buf), 100000 - 10), 10);
+  EXPECT_EQ(std::string(buf, 10), data.substr(100000 - 10));
+  ASSERT_EQ(::lseek(fd.get(), 0, SEEK_END), 100000);
+  EXPECT_EQ(::read(fd.get(), buf, sizeof(buf)), 0);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("empty"), ""));
+  UniqueFd e = Open("empty", O_RDONLY);
+  EXPECT_EQ(::read(e.get(), buf, sizeof(buf)), 0);
+}
+
+TEST_P(DataTest, LargeAndTinyWritesMixed) {
+  std::string model;
+  {
+    UniqueFd fd = Open("f", O_CREAT | O_WRONLY | O_TRUNC);
+    const size_t sizes[] = {1, 1 << 20, 1, 3, 65536, (1 << 20) + 7, 1,
+                            4095, 1, 1 << 20, 2, 131072, 1};
+    uint64_t seed = 40;
+    for (size_t n : sizes) {
+      std::string chunk = RandomBytes(n, ++seed);
+      size_t done = 0;
+      while (done < n) {
+        ssize_t w = ::write(fd.get(), chunk.data() + done, n - done);
+        ASSERT_GT(w, 0) << strerror(errno);
+        done += static_cast<size_t>(w);
+      }
+      model += chunk;
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model));
+  // Random overwrites of random sizes, some past EOF.
+  std::mt19937_64 rng(7);
+  {
+    UniqueFd fd = Open("f", O_RDWR);
+    for (int i = 0; i < 200; ++i) {
+      size_t len = (i % 10 == 0) ? 1 + rng() % (1 << 20) : 1 + rng() % 3000;
+      size_t off = rng() % (model.size() + 100000);
+      std::string patch = RandomBytes(len, 1000 + i);
+      ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), patch.data(), len, off));
+      if (model.size() < off + len) model.resize(off + len, '\0');
+      model.replace(off, len, patch);
+      if (i % 50 == 49) {
+        ASSERT_TRUE(
+            SameBytes(PreadAll(fd.get(), model.size() + 10, 0), model))
+            << i;
+      }
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("f", model));
+}
+
+TEST_P(DataTest, SyncCallsSucceed) {
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  UniqueFd fd = Open("d/f", O_CREAT | O_RDWR);
+  const std::string data = RandomBytes(300000, 50);
+  ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), data.data(), data.size(), 0));
+  EXPECT_SYS_OK(::fsync(fd.get()));
+  ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), "x", 1, 5));
+  EXPECT_SYS_OK(::fdatasync(fd.get()));
+  EXPECT_SYS_OK(::fsync(fd.get()));  // nothing dirty
+  EXPECT_SYS_OK(::syncfs(fd.get()));
+  UniqueFd dir = Open("d", O_RDONLY | O_DIRECTORY);
+  EXPECT_SYS_OK(::fsync(dir.get()));
+  EXPECT_SYS_OK(::fdatasync(dir.get()));
+  UniqueFd root(::open(mnt().c_str(), O_RDONLY | O_DIRECTORY));
+  EXPECT_SYS_OK(::fsync(root.get()));
+  UniqueFd ro = Open("d/f", O_RDONLY);
+  EXPECT_SYS_OK(::fsync(ro.get()));
+  EXPECT_EQ(fd.Close(), 0);
+}
+
+TEST_P(DataTest, Fallocate) {
+  // Default mode on an empty file: the size grows, the range reads zeros.
+  {
+    UniqueFd fd = Open("a", O_CREAT | O_RDWR);
+    ASSERT_SYS_OK(::fallocate(fd.get(), 0, 0, kMiB));
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd.get(), &st), 0);
+    EXPECT_EQ(st.st_size, kMiB);
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("a", std::string(kMiB, '\0')));
+
+  // Default mode over existing data keeps the data and extends.
+  const std::string data = RandomBytes(200 * kKiB, 60);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("b"), data));
+  {
+    UniqueFd fd = Open("b", O_RDWR);
+    ASSERT_SYS_OK(::fallocate(fd.get(), 0, 100 * kKiB, kMiB));
+  }
+  std::string want_b =
+      data + std::string(100 * kKiB + kMiB - data.size(), '\0');
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("b", want_b));
+
+  // KEEP_SIZE beyond EOF leaves the size alone.
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("c"), data));
+  {
+    UniqueFd fd = Open("c", O_RDWR);
+    ASSERT_SYS_OK(::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, 4 * kMiB));
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd.get(), &st), 0);
+    EXPECT_EQ(st.st_size, static_cast<off_t>(data.size()));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("c", data));
+
+  // PUNCH_HOLE|KEEP_SIZE zeroes the range (unaligned and aligned), the rest
+  // stays, the size stays.
+  const std::string big = RandomBytes(kMiB, 61);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("d"), big));
+  std::string want_d = big;
+  struct Punch {
+    off_t offset, len;
+  };
+  for (Punch p : {Punch{100000, 200000}, Punch{0, 64 * kKiB},
+                  Punch{kMiB - 10, 100}, Punch{512 * kKiB, 128 * kKiB}}) {
+    UniqueFd fd = Open("d", O_RDWR);
+    ASSERT_SYS_OK(::fallocate(fd.get(),
+                              FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              p.offset, p.len));
+    off_t end = std::min<off_t>(p.offset + p.len, kMiB);
+    want_d.replace(p.offset, end - p.offset, std::string(end - p.offset, '\0'));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("d", want_d));
+  {
+    UniqueFd fd = Open("d", O_RDWR);
+    // The kernel insists on KEEP_SIZE with PUNCH_HOLE.
+    EXPECT_ERRNO(::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE, 0, 10),
+                 EOPNOTSUPP);
+    EXPECT_ERRNO(::fallocate(fd.get(), 0, 0, 0), EINVAL);
+    UniqueFd ro = Open("d", O_RDONLY);
+    EXPECT_ERRNO(::fallocate(ro.get(), 0, 0, 10), EBADF);
+  }
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("a", std::string(kMiB, '\0')));
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("b", want_b));
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("c", data));
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("d", want_d));
+}
+
+TEST_P(DataTest, SeekDataAndHole) {
+  const std::string chunk = RandomBytes(kMiB, 70);
+  UniqueFd fd = Open("sparse", O_CREAT | O_RDWR);
+  ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), chunk.data(), kMiB, 0));
+  ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), chunk.data(), kMiB, 10 * kMiB));
+  ASSERT_SYS_OK(::fsync(fd.get()));
+  const off_t size = 11 * kMiB;
+
+  EXPECT_EQ(::lseek(fd.get(), 0, SEEK_DATA), 0);
+  off_t hole = ::lseek(fd.get(), 0, SEEK_HOLE);
+  EXPECT_GE(hole, kMiB);
+  EXPECT_LE(hole, 10 * kMiB) << "SEEK_HOLE from 0 must stop in the hole";
+  off_t data = ::lseek(fd.get(), 5 * kMiB, SEEK_DATA);
+  EXPECT_GE(data, 5 * kMiB);
+  EXPECT_LE(data, 10 * kMiB);
+  EXPECT_EQ(::lseek(fd.get(), 10 * kMiB + 5, SEEK_DATA), 10 * kMiB + 5);
+  EXPECT_EQ(::lseek(fd.get(), 10 * kMiB + 5, SEEK_HOLE), size);
+  EXPECT_ERRNO(::lseek(fd.get(), size, SEEK_DATA), ENXIO);
+  EXPECT_ERRNO(::lseek(fd.get(), size, SEEK_HOLE), ENXIO);
+  EXPECT_ERRNO(::lseek(fd.get(), size + kMiB, SEEK_DATA), ENXIO);
+  // The hole reads zeros.
+  EXPECT_TRUE(
+      SameBytes(PreadAll(fd.get(), 4096, 5 * kMiB), std::string(4096, '\0')));
+  // A trailing hole: no data after 11 MiB.
+  ASSERT_SYS_OK(::ftruncate(fd.get(), 20 * kMiB));
+  EXPECT_ERRNO(::lseek(fd.get(), 12 * kMiB, SEEK_DATA), ENXIO);
+  off_t tail_hole = ::lseek(fd.get(), 12 * kMiB, SEEK_HOLE);
+  EXPECT_GE(tail_hole, 12 * kMiB);
+  EXPECT_LE(tail_hole, 20 * kMiB);
+}
+
+// st_blocks may be refreshed only after the attribute timeout; give it a few
+// seconds to reach the expected range.
+blkcnt_t BlocksEventually(const std::string& path, blkcnt_t at_least) {
+  struct stat st {};
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << strerror(errno);
+    if (st.st_blocks >= at_least ||
+        std::chrono::steady_clock::now() > deadline) {
+      return st.st_blocks;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+TEST_P(DataTest, StBlocksIsHonest) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("dense"), RandomBytes(kMiB, 80)));
+  {
+    UniqueFd fd = Open("dense", O_RDONLY);
+    ASSERT_SYS_OK(::fsync(fd.get()));
+  }
+  EXPECT_GE(BlocksEventually(P("dense"), 2048), 2048);
+
+  {
+    UniqueFd fd = Open("sparse", O_CREAT | O_RDWR);
+    ASSERT_SYS_OK(::ftruncate(fd.get(), 1LL << 30));
+    const std::string chunk = RandomBytes(64 * kKiB, 81);
+    ASSERT_NO_FATAL_FAILURE(
+        PwriteAll(fd.get(), chunk.data(), chunk.size(), 512 * kMiB));
+    ASSERT_SYS_OK(::fsync(fd.get()));
+  }
+  blkcnt_t sparse = BlocksEventually(P("sparse"), 128);
+  EXPECT_GE(sparse, 128) << "64 KiB of data is at least 128 sectors";
+  EXPECT_LE(sparse, 8 * kMiB / 512) << "a 1 GiB sparse file with 64 KiB of "
+                                       "data must not count its holes";
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("empty"), ""));
+  struct stat st {};
+  ASSERT_EQ(::stat(P("empty").c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_GE(BlocksEventually(P("dense"), 2048), 2048);
+  blkcnt_t sparse2 = BlocksEventually(P("sparse"), 128);
+  EXPECT_LE(sparse2, 8 * kMiB / 512);
+}
+
+}  // namespace
+}  // namespace sepfs::mounttest
