@@ -110,6 +110,12 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.flush_interval_sec = req.options.flush_interval;
   fo.read_only = req.options.read_only;
   fo.store.meta_cache_bytes = static_cast<size_t>(req.options.cache_mb) << 20;
+  fo.prefetch_seq = req.options.prefetch_seq;
+  fo.prefetch_dir = req.options.prefetch_dir;
+  fo.prefetch_threads = req.options.prefetch_threads;
+  fo.data_cache_bytes = static_cast<uint64_t>(req.options.data_cache_mb) << 20;
+  fo.gc = req.options.gc;
+  fo.gc_picker = req.options.gc_picker;
   std::unique_ptr<Filesystem> fs;
   Status st = Filesystem::Open(req.store, fo, &fs);
   if (!st.ok()) {

@@ -38,6 +38,14 @@ struct FsOptions {
   uint64_t dirty_limit_bytes = 256ull << 20;  // all inodes: flush beyond this
   uint64_t inode_flush_bytes = 8ull << 20;    // one inode: flush beyond this
   bool read_only = false;
+  // Prefetcher (issue: parallel value prefetcher).
+  bool prefetch_seq = true;
+  bool prefetch_dir = true;
+  unsigned prefetch_threads = 8;
+  uint64_t data_cache_bytes = 256ull << 20;
+  // Garbage collection: "hotcold", "wisckey" (one stream, oldest first) or "off".
+  std::string gc = "hotcold";
+  std::string gc_picker;  // "" = the policy's default
 };
 
 struct Caller {

@@ -56,6 +56,20 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseDouble(val, &o->flush_interval) && o->flush_interval > 0;
     } else if (key == "cache_mb") {
       ok = ParseUnsigned(val, 1u << 16, &o->cache_mb) && o->cache_mb > 0;
+    } else if (opt == "noprefetch_seq") {
+      o->prefetch_seq = false;
+    } else if (opt == "noprefetch_dir") {
+      o->prefetch_dir = false;
+    } else if (key == "prefetch_threads") {
+      ok = ParseUnsigned(val, 256, &o->prefetch_threads) && o->prefetch_threads > 0;
+    } else if (key == "data_cache_mb") {
+      ok = ParseUnsigned(val, 1u << 20, &o->data_cache_mb);
+    } else if (key == "gc") {
+      o->gc = val;
+      ok = val == "hotcold" || val == "wisckey" || val == "off";
+    } else if (key == "gc_picker") {
+      o->gc_picker = val;
+      ok = val == "greedy" || val == "cost-benefit" || val == "oldest";
     } else if (key == "threads") {
       ok = ParseUnsigned(val, 256, &o->threads) && o->threads > 0;
     } else {

@@ -21,6 +21,12 @@ struct MountOptions {
   double flush_interval = 5.0;     // flush_interval=SEC
   unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
   unsigned threads = 8;            // threads=N: FUSE worker threads
+  bool prefetch_seq = true;        // noprefetch_seq: no sequential-read prefetch
+  bool prefetch_dir = true;        // noprefetch_dir: no readdir-triggered prefetch
+  unsigned prefetch_threads = 8;   // prefetch_threads=N
+  unsigned data_cache_mb = 256;    // data_cache_mb=N: vLog block cache
+  std::string gc = "hotcold";      // gc=hotcold|wisckey|off
+  std::string gc_picker;           // gc_picker=greedy|cost-benefit|oldest ("" = policy default)
   std::vector<std::string> passthrough;  // options for libfuse
 };
 

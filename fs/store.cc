@@ -130,6 +130,7 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   }
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
+  mo.env = options.leveldb_env;
   SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(dir), mo, &s->meta_));
   std::string raw;
   st = s->meta_->Get(kv::SuperKey(), &raw);

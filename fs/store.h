@@ -29,6 +29,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options);
 
 struct StoreOptions {
   Env* env = nullptr;                    // nullptr: Env::Default()
+  leveldb::Env* leveldb_env = nullptr;   // nullptr: LevelDB's default Env
   size_t meta_cache_bytes = 64u << 20;   // LevelDB block cache
   size_t append_buffer_size = 1u << 20;  // per vLog stream
 };
