@@ -53,6 +53,7 @@ Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
   out->clear();
   const uint64_t start = block * block_size_;
   if (start >= in->rec.size) return Status::OK();
+  std::shared_lock<std::shared_mutex> seg(seg_mu_);
   std::string raw;
   Status st = meta_->Get(kv::BlockKey(in->ino, block), &raw);
   if (st.IsNotFound()) return Status::OK();
@@ -125,7 +126,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (in->dirty.empty() && !in->attr_dirty) {
     return sync ? vlog_->Sync() : Status::OK();
   }
-  std::lock_guard<std::mutex> fl(flush_mu_);
+  std::lock_guard<std::mutex> pl(ptr_mu_);
   const uint64_t ino = in->ino;
   // Old pointers of the dirty blocks: one range scan when they are dense.
   std::map<uint64_t, vlog::BlockPtr> old;
@@ -299,6 +300,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
   const uint64_t bs = block_size_;
   const uint64_t end = std::min<uint64_t>(off + len, in->rec.size);
   if (off >= end) return Status::OK();
+  std::lock_guard<std::mutex> pl(ptr_mu_);
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
   // Whole blocks inside [off, end) lose their pointers; the edges get zeros.

@@ -25,8 +25,11 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
     std::string scratch;
   };
   std::vector<Partial> partial;
+  // Held from the pointer lookup until the records are read (see seg_mu_).
+  std::shared_lock<std::shared_mutex> seg(seg_mu_, std::defer_lock);
   {
     std::lock_guard<std::mutex> il(in->mu);
+    seg.lock();
     if (off >= in->rec.size || size == 0) return Status::OK();
     const uint64_t n = std::min<uint64_t>(size, in->rec.size - off);
     out->assign(n, '\0');

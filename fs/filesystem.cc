@@ -26,6 +26,7 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
+  fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
 
   uint64_t clean = 0;
@@ -166,6 +167,7 @@ void Filesystem::MaybeEvict(uint64_t ino) {
 }
 
 Status Filesystem::ReclaimInode(uint64_t ino) {
+  std::lock_guard<std::mutex> pl(ptr_mu_);
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
   Status decode_error;
@@ -276,6 +278,8 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   const kv::Timespec now = Now();
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
+  std::unique_lock<std::mutex> pl(ptr_mu_, std::defer_lock);
+  if (req.set_size) pl.lock();
   if (req.set_mode) r.mode = (r.mode & S_IFMT) | (req.mode & 07777);
   if (req.set_uid) r.uid = req.uid;
   if (req.set_gid) r.gid = req.gid;
@@ -703,6 +707,9 @@ Status Filesystem::Release(uint64_t ino) {
 
 Status Filesystem::FsyncDir(uint64_t ino) {
   (void)ino;
+  // A synced LevelDB write makes every earlier batch durable, including
+  // pointers to records that were only written: sync those records first.
+  SEPFS_RETURN_IF_ERROR(vlog_->Sync());
   return meta_->Sync();
 }
 

@@ -197,7 +197,12 @@ class Filesystem {
 
   std::shared_mutex ns_mu_;
   std::mutex table_mu_;
-  std::mutex flush_mu_;  // one FlushLocked at a time: appends + pointer batch
+  // Serializes every change of block pointers (flush, truncate, punch,
+  // reclaim, GC pointer swap), so a read-modify-write of pointers is atomic.
+  std::mutex ptr_mu_;
+  // Held shared while a pointer is looked up and its record read; GC frees a
+  // segment only under it exclusively, so no reader follows a freed pointer.
+  std::shared_mutex seg_mu_;
   std::unordered_map<uint64_t, InodeRef> table_;
 
   std::atomic<uint64_t> dirty_total_{0};
