@@ -25,28 +25,63 @@ namespace {
 
 uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
 
+uint64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
-Status Filesystem::HaveSpace(uint64_t bytes) {
-  const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
-  std::lock_guard<std::mutex> l(space_mu_);
-  if (space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
-      space_avail_ < (256ull << 20)) {
-    uint64_t avail = 0, total = 0;
-    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
-    // A reserve keeps room for metadata, compaction and (later) GC.
-    const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
-    space_avail_ = avail > reserve ? avail - reserve : 0;
-    const uint64_t cap = store_->super().capacity;
-    if (cap) {
-      const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
-      space_avail_ = std::min(space_avail_, used < cap ? cap - used : 0);
-    }
-    space_checked_at_ = written ? written : 1;
+Status Filesystem::AvailableBytes(uint64_t* out) {
+  uint64_t avail = 0, total = 0;
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  // A reserve keeps room for metadata, compaction and GC relocation, so the
+  // collector can always make progress on a full store.
+  const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
+  *out = avail > reserve ? avail - reserve : 0;
+  const uint64_t cap = store_->super().capacity;
+  if (cap) {
+    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+    *out = std::min(*out, used < cap ? cap - used : 0);
   }
-  if (bytes > space_avail_) return Status::NoSpace(store_->dir() + ": store is full");
-  space_avail_ -= bytes;
   return Status::OK();
+}
+
+bool Filesystem::SpaceLow() {
+  uint64_t avail = 0;
+  if (!AvailableBytes(&avail).ok()) return false;
+  const uint64_t low_water = 2 * store_->super().segment_size;
+  return avail < low_water;
+}
+
+Status Filesystem::HaveSpace(uint64_t bytes) {
+  last_write_us_ = NowMicros();
+  const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
+  for (int attempt = 0;; attempt++) {
+    uint64_t epoch;
+    {
+      std::lock_guard<std::mutex> l(space_wait_mu_);
+      epoch = space_epoch_;
+    }
+    {
+      std::lock_guard<std::mutex> l(space_mu_);
+      if (attempt > 0 || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
+          space_avail_ < (256ull << 20)) {
+        SEPFS_RETURN_IF_ERROR(AvailableBytes(&space_avail_));
+        space_checked_at_ = written ? written : 1;
+      }
+      if (bytes <= space_avail_) {
+        space_avail_ -= bytes;
+        return Status::OK();
+      }
+    }
+    // Full: let the collector free garbage, then look again (a few times).
+    if (!gc_ || attempt >= 3) return Status::NoSpace(store_->dir() + ": store is full");
+    gc_->Kick();
+    std::unique_lock<std::mutex> l(space_wait_mu_);
+    space_cv_.wait_for(l, std::chrono::seconds(2), [&] { return space_epoch_ != epoch; });
+  }
 }
 
 Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
@@ -157,6 +192,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   kv::Batch batch;
   kv::InodeRecord r = in->rec;
   std::vector<vlog::BlockPtr> released;
+  const vlog::Stream stream = StreamFor(in);
   Status st;
   for (const auto& [b, data] : in->dirty) {
     vlog::BlockPtr p;
@@ -164,7 +200,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const uint64_t bstart = b * block_size_;
     if (bstart >= r.size) continue;
     const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
-    st = vlog_->Append(vlog::Stream::kHot, ino, b, std::string_view(data.data(), len), &p);
+    st = vlog_->Append(stream, ino, b, std::string_view(data.data(), len), &p);
     if (!st.ok()) break;
     batch.PutBlock(ino, b, p);
     auto o = old.find(b);
@@ -195,6 +231,15 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   in->dirty_bytes = 0;
   if (st.ok()) in->attr_dirty = false;
   return st;
+}
+
+vlog::Stream Filesystem::StreamFor(Inode* in) {
+  if (in->temperature < 0) {
+    std::string v;
+    Status st = meta_->Get(kv::XattrKey(in->ino, kTemperatureXattr), &v);
+    in->temperature = st.ok() && v == "cold" ? 1 : 0;
+  }
+  return gc_ ? gc_->UserStream(in->temperature == 1) : vlog::Stream::kHot;
 }
 
 Status Filesystem::Flush(uint64_t ino) {

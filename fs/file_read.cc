@@ -1,7 +1,19 @@
 // Filesystem read path: finds the pointers of the blocks a read covers with
 // one range scan, overlays dirty (unflushed) blocks, and reads the records
 // from the vLog with ReadMany (physically adjacent records in one pread).
+//
+// With prefetch on, reads go through the Prefetcher (cached and in-flight
+// records are not read again) and two triggers feed it:
+//   - sequential: the handle's SequentialDetector names the blocks ahead;
+//     their pointers come from the same range scan as the read's own;
+//   - readdir: the first read of a file of a recent listing prefetches the
+//     first blocks of the next files of that listing (DirStreams).
+// Prefetches are issued before the foreground read so they overlap it.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -9,8 +21,102 @@
 
 namespace sepfs::fs {
 
+PrefetchEngine* Filesystem::Prefetch() {
+  std::call_once(pf_once_, [this] {
+    if (vlog_ == nullptr || options_.data_cache_bytes == 0) return;
+    if (!options_.prefetch_seq && !options_.prefetch_dir) return;
+    pf_ = std::make_unique<PrefetchEngine>(vlog_, options_.data_cache_bytes,
+                                           std::max(1u, options_.prefetch_threads));
+  });
+  return pf_.get();
+}
+
+void Filesystem::PrefetchFirstBlocks(const DirPrefetch& p) {
+  PrefetchEngine* e = Prefetch();
+  if (e == nullptr || p.inos.empty()) return;
+  // Up to 128 KiB of each file: the whole of a small file in one request.
+  const uint64_t per_file = std::max<uint64_t>(1, (128u << 10) / block_size_);
+  std::vector<vlog::PrefetchRequest> reqs;
+  for (uint64_t ino : p.inos) {
+    Status st = meta_->Scan(kv::BlockKey(ino, 0), kv::BlockKey(ino, per_file),
+                            [&](std::string_view key, std::string_view value) {
+                              uint64_t i, b;
+                              vlog::BlockPtr ptr;
+                              if (kv::ParseBlockKey(key, &i, &b) &&
+                                  kv::DecodeBlockValue(value, &ptr).ok()) {
+                                reqs.push_back({ptr, ino, b, p.tag});
+                              }
+                              return true;
+                            });
+    if (!st.ok()) break;  // a hint only: the foreground read will report errors
+  }
+  e->prefetcher.Prefetch(std::move(reqs));
+}
+
+void Filesystem::DirListed(uint64_t dir, const std::vector<DirListEntry>& entries) {
+  if (!options_.prefetch_dir || Prefetch() == nullptr) return;
+  std::vector<uint64_t> files;
+  files.reserve(entries.size());
+  for (const DirListEntry& e : entries) {
+    if (S_ISREG(e.type)) files.push_back(e.ino);
+  }
+  PrefetchFirstBlocks(pf_->dirs.OnListing(dir, files));
+}
+
+void Filesystem::DirReleased(uint64_t dir) {
+  if (!options_.prefetch_dir || Prefetch() == nullptr) return;
+  const uint64_t tag = pf_->dirs.OnRelease(dir);
+  if (tag != 0) pf_->prefetcher.Cancel(tag);
+}
+
+vlog::PrefetcherStats Filesystem::PrefetchStats() {
+  PrefetchEngine* e = Prefetch();
+  return e ? e->prefetcher.stats() : vlog::PrefetcherStats{};
+}
+
+vlog::BlockCacheStats Filesystem::DataCacheStats() {
+  PrefetchEngine* e = Prefetch();
+  return e ? e->cache.stats() : vlog::BlockCacheStats{};
+}
+
+std::string Filesystem::PrefetchStatsText() {
+  PrefetchEngine* e = Prefetch();
+  if (e == nullptr) return "prefetch:\n  off\n";
+  const vlog::PrefetcherStats p = e->prefetcher.stats();
+  const vlog::BlockCacheStats c = e->cache.stats();
+  const uint64_t lookups = c.hits + c.misses;
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "prefetch:\n"
+                "  triggers             seq=%s dir=%s threads=%u\n"
+                "  issued               %" PRIu64 " (completed %" PRIu64 ", failed %" PRIu64
+                ", dropped %" PRIu64 ", cancelled %" PRIu64 ")\n"
+                "  hits                 %" PRIu64 "\n"
+                "  waits                %" PRIu64 "\n"
+                "  wasted bytes         %" PRIu64 "\n"
+                "  dir listings         %" PRIu64 "\n"
+                "data cache:\n"
+                "  used bytes           %" PRIu64 " of %" PRIu64 " (%" PRIu64 " entries)\n"
+                "  hit ratio            %.3f (%" PRIu64 " hits, %" PRIu64 " misses)\n"
+                "  evictions            %" PRIu64 "\n",
+                options_.prefetch_seq ? "on" : "off", options_.prefetch_dir ? "on" : "off",
+                options_.prefetch_threads, p.issued, p.completed, p.failed, p.dropped,
+                p.cancelled, p.hits, p.waits, p.wasted_bytes, e->dirs.streams_started(),
+                c.usage, c.capacity, c.entries,
+                lookups ? static_cast<double>(c.hits) / static_cast<double>(lookups) : 0.0,
+                c.hits, c.misses, c.evictions);
+  return buf;
+}
+
 Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* out) {
+  return Read(ino, off, size, out, nullptr);
+}
+
+Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* out,
+                        FileHandle* fh) {
   out->clear();
+  PrefetchEngine* pf = Prefetch();
+  std::vector<vlog::PrefetchRequest> ahead;
   InodeRef in;
   {
     std::shared_lock<std::shared_mutex> ns(ns_mu_);
@@ -35,9 +141,15 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
     out->assign(n, '\0');
     const uint64_t bs = block_size_;
     const uint64_t first = off / bs, last = (off + n - 1) / bs;
+    BlockRange ra;
+    if (pf != nullptr && fh != nullptr && options_.prefetch_seq) {
+      ra = fh->seq.OnRead(off, n, in->rec.size, block_size_);
+    }
+    // One scan covers the read and the blocks to prefetch after it.
+    const uint64_t scan_end = ra.empty() ? last + 1 : std::max(last + 1, ra.end);
     std::map<uint64_t, vlog::BlockPtr> ptrs;
     Status decode;
-    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, last + 1),
+    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, scan_end),
                                       [&](std::string_view key, std::string_view value) {
                                         uint64_t i, b;
                                         vlog::BlockPtr p;
@@ -50,6 +162,11 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
                                         return true;
                                       }));
     SEPFS_RETURN_IF_ERROR(decode);
+    for (auto it = ptrs.lower_bound(std::max(ra.first, last + 1)); !ra.empty() && it != ptrs.end();
+         ++it) {
+      if (it->first >= ra.end) break;
+      if (!in->dirty.count(it->first)) ahead.push_back({it->second, ino, it->first, 0});
+    }
     partial.reserve(last - first + 1);
     for (uint64_t b = first; b <= last; b++) {
       const uint64_t bstart = b * bs;
@@ -81,8 +198,12 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
       reqs.push_back(r);
     }
   }
+  if (pf != nullptr) {
+    if (!ahead.empty()) pf->prefetcher.Prefetch(std::move(ahead));
+    if (options_.prefetch_dir) PrefetchFirstBlocks(pf->dirs.OnRead(ino));
+  }
   // Records are immutable: read them without holding the inode lock.
-  Status st = vlog_->ReadMany(reqs);
+  Status st = pf != nullptr ? pf->prefetcher.Read(reqs) : vlog_->ReadMany(reqs);
   if (!st.ok()) {
     stats_.read_eio++;
     out->clear();

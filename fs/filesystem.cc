@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <set>
 
@@ -44,7 +45,10 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   SEPFS_RETURN_IF_ERROR(fs->RebuildLiveCounts());
   if (!options.read_only) SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
   fs->opened_ = true;
-  if (!options.read_only) fs->flusher_ = std::thread([f = fs.get()] { f->FlusherLoop(); });
+  if (!options.read_only) {
+    fs->flusher_ = std::thread([f = fs.get()] { f->FlusherLoop(); });
+    SEPFS_RETURN_IF_ERROR(fs->StartGc());
+  }
   *out = std::move(fs);
   return Status::OK();
 }
@@ -57,6 +61,7 @@ Filesystem::~Filesystem() {
 Status Filesystem::Close() {
   if (closed_ || !opened_) return Status::OK();  // closed, or Open() failed
   closed_ = true;
+  if (gc_) gc_->Stop();
   {
     std::lock_guard<std::mutex> l(flusher_mu_);
     flusher_stop_ = true;
@@ -85,6 +90,39 @@ Status Filesystem::Close() {
     result = meta_->Write(&b, /*sync=*/true);
   }
   return result;
+}
+
+Status Filesystem::StartGc() {
+  gc_index_ = std::make_unique<FsGcIndex>(meta_, &ptr_mu_, &seg_mu_);
+  GcOptions go;
+  go.mode = options_.gc;
+  go.picker = options_.gc_picker;
+  GarbageCollector::Hooks hooks;
+  hooks.space_low = [this] { return SpaceLow(); };
+  hooks.idle_micros = [this] {
+    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+    const uint64_t last = last_write_us_.load();
+    return static_cast<uint64_t>(now) > last ? static_cast<uint64_t>(now) - last : 0;
+  };
+  hooks.space_changed = [this] {
+    std::lock_guard<std::mutex> l(space_wait_mu_);
+    space_epoch_++;
+    space_cv_.notify_all();
+  };
+  SEPFS_RETURN_IF_ERROR(
+      GarbageCollector::Create(vlog_, gc_index_.get(), go, std::move(hooks), &gc_));
+  gc_->Start();
+  return Status::OK();
+}
+
+Status Filesystem::RunGc(bool force, const GarbageCollector::Progress& progress,
+                         uint64_t* collected) {
+  if (!gc_) return Status::FromErrno(EROFS, "garbage collection needs a writable store");
+  // Data still in the dirty cache would land in segments sealed below.
+  SEPFS_RETURN_IF_ERROR(FlushAll(/*sync=*/false));
+  return gc_->RunPass(force, progress, collected);
 }
 
 // ---------------------------------------------------------------------------

@@ -26,7 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fs/gc.h"
+#include "fs/gc_index.h"
 #include "fs/inode.h"
+#include "fs/readahead.h"
 #include "fs/store.h"
 #include "kvstore/ino_alloc.h"
 
@@ -84,6 +87,8 @@ class Filesystem {
   static constexpr size_t kXattrNameMax = 255;
   static constexpr size_t kXattrValueMax = 64 * 1024;
   static constexpr size_t kSymlinkMax = 4095;
+  // Per-file stream hint: "hot" or "cold".
+  static constexpr const char* kTemperatureXattr = "user.sepfs.temperature";
 
   // Opens the store (taking its lock), reclaims orphans left by a crash,
   // rebuilds segment liveness counts and starts the flush thread.
@@ -128,6 +133,9 @@ class Filesystem {
   Status OpenFile(uint64_t ino);
   Status Release(uint64_t ino);
   Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out);
+  // Same, through an open file handle: its sequential detector decides what
+  // to prefetch ahead (fh may be null: no sequential prefetch).
+  Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out, FileHandle* fh);
   Status Write(uint64_t ino, uint64_t off, std::string_view data);
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
@@ -143,8 +151,21 @@ class Filesystem {
   Status RemoveXattr(uint64_t ino, std::string_view name);
 
   Status StatFs(struct statvfs* out);
+  // One garbage-collection pass now (sepfs gc); force: collect every
+  // segment with any garbage. progress gets a line per collected segment.
+  Status RunGc(bool force, const GarbageCollector::Progress& progress, uint64_t* collected);
+
   // Human-readable statistics (sepfs stats).
   std::string StatsText();
+
+  // Readdir-triggered prefetch (file_read.cc): a listing of dir was taken
+  // (prefetches the first blocks of its regular files ahead of reads), and
+  // its handle was released (cancels queued prefetches nobody followed).
+  void DirListed(uint64_t dir, const std::vector<DirListEntry>& entries);
+  void DirReleased(uint64_t dir);
+  // Prefetcher counters; all zero when prefetch is off.
+  vlog::PrefetcherStats PrefetchStats();
+  vlog::BlockCacheStats DataCacheStats();
 
   uint32_t block_size() const { return block_size_; }
   // Largest file size: the last block number must fit the block key.
@@ -184,6 +205,11 @@ class Filesystem {
                         std::vector<vlog::BlockPtr>* released);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
   Status HaveSpace(uint64_t bytes);
+  Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
+  bool SpaceLow();
+  Status StartGc();
+  // Stream for a flush of this inode (temperature xattr, GC mode).
+  vlog::Stream StreamFor(Inode* in);
   void FlusherLoop();
 
   FsOptions options_;
@@ -218,6 +244,21 @@ class Filesystem {
   std::atomic<uint64_t> bytes_since_check_{0};
 
   FsStats stats_;
+
+  std::unique_ptr<FsGcIndex> gc_index_;
+  std::unique_ptr<GarbageCollector> gc_;
+  std::atomic<uint64_t> last_write_us_{0};
+  std::mutex space_wait_mu_;
+  std::condition_variable space_cv_;
+  uint64_t space_epoch_ = 0;  // bumped when GC freed segments (space_wait_mu_)
+
+  // Prefetch (file_read.cc). Created on first use when enabled; declared
+  // after store_, so its workers are joined before the vLog closes.
+  PrefetchEngine* Prefetch();
+  void PrefetchFirstBlocks(const DirPrefetch& p);
+  std::string PrefetchStatsText();
+  std::once_flag pf_once_;
+  std::unique_ptr<PrefetchEngine> pf_;
 };
 
 }  // namespace sepfs::fs

@@ -49,7 +49,23 @@ std::string Filesystem::StatsText() {
                 stats_.user_bytes_written.load(), stats_.user_bytes_read.load(),
                 stats_.flushes.load(), stats_.blocks_flushed.load(), dirty_total_.load(),
                 stats_.read_eio.load(), stats_.orphans_reclaimed.load());
-  return s + buf;
+  s += buf;
+  const uint64_t user = stats_.user_bytes_written.load();
+  const uint64_t device = vlog_->stats().bytes_appended;
+  std::snprintf(buf, sizeof(buf),
+                "write amplification:\n"
+                "  user bytes written   %" PRIu64 "\n"
+                "  device bytes written %" PRIu64 " (%.2fx)\n",
+                user, device, user ? static_cast<double>(device) / user : 0.0);
+  s += buf;
+  if (gc_) {
+    s += gc_->StatsText();
+    std::snprintf(buf, sizeof(buf), "  longest gc lock hold %.3f ms\n",
+                  gc_index_->max_hold_micros() / 1e3);
+    s += buf;
+  }
+  s += PrefetchStatsText();
+  return s;
 }
 
 }  // namespace sepfs::fs

@@ -243,7 +243,13 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     Status st = Fs(req)->OpenFile(ino);
     if (!st.ok()) return ReplyErr(req, st);
     SetOpenFlags(req, fi);
-    if (fuse_reply_open(req, fi) != 0) (void)Fs(req)->Release(ino);
+    auto fh = std::make_unique<FileHandle>();
+    fi->fh = reinterpret_cast<uint64_t>(fh.get());
+    if (fuse_reply_open(req, fi) != 0) {
+      (void)Fs(req)->Release(ino);
+    } else {
+      fh.release();  // freed by OpRelease
+    }
   });
 }
 
@@ -256,14 +262,21 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     if (!st.ok()) return ReplyErr(req, st);
     SetOpenFlags(req, fi);
     fuse_entry_param e = Entry(req, r);
-    if (fuse_reply_create(req, &e, fi) != 0) (void)Fs(req)->Release(r.ino);
+    auto fh = std::make_unique<FileHandle>();
+    fi->fh = reinterpret_cast<uint64_t>(fh.get());
+    if (fuse_reply_create(req, &e, fi) != 0) {
+      (void)Fs(req)->Release(r.ino);
+    } else {
+      fh.release();  // freed by OpRelease
+    }
   });
 }
 
-void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   Guard(req, [&] {
     std::string buf;
-    Status st = Fs(req)->Read(ino, static_cast<uint64_t>(off), size, &buf);
+    Status st = Fs(req)->Read(ino, static_cast<uint64_t>(off), size, &buf,
+                              reinterpret_cast<FileHandle*>(fi->fh));
     if (!st.ok()) return ReplyErr(req, st);
     fuse_reply_buf(req, buf.data(), buf.size());
   });
@@ -282,7 +295,9 @@ void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   Guard(req, [&] { ReplyErr(req, Fs(req)->Flush(ino)); });
 }
 
-void OpRelease(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+void OpRelease(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  delete reinterpret_cast<FileHandle*>(fi->fh);
+  fi->fh = 0;
   Guard(req, [&] { ReplyErr(req, Fs(req)->Release(ino)); });
 }
 
@@ -319,6 +334,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       Status st = Fs(req)->ListDir(ino, &h->entries);
       if (!st.ok()) return ReplyErr(req, st);
       h->loaded = true;
+      Fs(req)->DirListed(ino, h->entries);
     }
     std::string buf(size, '\0');
     size_t used = 0;
@@ -374,7 +390,8 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   DoReaddir(req, ino, size, off, fi, true);
 }
 
-void OpReleasedir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+void OpReleasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  if (Handle(fi)->loaded) Fs(req)->DirReleased(ino);
   delete Handle(fi);
   fuse_reply_err(req, 0);
 }

@@ -26,7 +26,8 @@ struct Inode {
   std::map<uint64_t, std::string> dirty;
   uint64_t dirty_bytes = 0;
   uint64_t parent = 0;
-  bool dead = false;    // reclaimed: never flushed again  // directories: parent ino when known (for "..")
+  bool dead = false;    // reclaimed: never flushed again
+  int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold  // directories: parent ino when known (for "..")
 
   // Guarded by Filesystem::table_mu_.
   uint64_t lookups = 0;  // kernel references (lookup count)

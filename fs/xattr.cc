@@ -11,6 +11,8 @@ namespace sepfs::fs {
 namespace {
 
 constexpr std::string_view kStatsXattr = "sepfs.stats";
+// Writing any value runs a forced garbage-collection pass (sepfs gc).
+constexpr std::string_view kGcXattr = "sepfs.gc";
 
 Status CheckXattrName(std::string_view name) {
   if (name.empty() || name.size() > Filesystem::kXattrNameMax) {
@@ -26,6 +28,11 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
+  if (ino == kRootIno && name == kGcXattr) return RunGc(/*force=*/true, nullptr, nullptr);
+  const bool temperature = name == kTemperatureXattr;
+  if (temperature && value != "hot" && value != "cold") {
+    return Status::InvalidArgument("user.sepfs.temperature must be hot or cold");
+  }
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
@@ -42,6 +49,7 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   b.PutInode(r);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
+  if (temperature) in->temperature = value == "cold" ? 1 : 0;
   return Status::OK();
 }
 
@@ -86,6 +94,7 @@ Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
   b.PutInode(r);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
+  if (name == kTemperatureXattr) in->temperature = 0;
   return Status::OK();
 }
 

@@ -21,6 +21,7 @@ struct Segment {
   Stream stream = Stream::kHot;
   std::unique_ptr<File> file;  // null if the file could not be opened
   Status damage;               // non-OK: the header is bad; every read fails with it
+  uint64_t create_time = 0;    // from the header
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};
@@ -31,6 +32,15 @@ struct Segment {
   std::atomic<uint64_t> live{0};
   std::atomic<bool> open{false};        // the stream currently appends here
   std::atomic<bool> needs_sync{false};  // written since the last fdatasync
+  // Highest seq known to be in the segment (0: unknown); a hint for GC.
+  std::atomic<uint64_t> max_seq{0};
+
+  // Raises max_seq to at least seq.
+  void NoteSeq(uint64_t seq) {
+    uint64_t cur = max_seq.load(std::memory_order_relaxed);
+    while (cur < seq && !max_seq.compare_exchange_weak(cur, seq, std::memory_order_relaxed)) {
+    }
+  }
 
   bool damaged() const { return !damage.ok(); }
 };

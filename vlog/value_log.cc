@@ -61,6 +61,7 @@ class ValueLog::Impl {
                 BlockPtr* ptr);
   Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
   Status ReadMany(std::span<ReadRequest> reqs);
+  Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   Status Flush();
   Status Sync();
   void Release(const BlockPtr& ptr);
@@ -70,6 +71,8 @@ class ValueLog::Impl {
   Stats stats() const;
   uint64_t TotalBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn);
+  Status DeleteSegment(uint32_t id);
+  Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
   void EnsureSeqAbove(uint64_t seq);
   const std::string& dir() const { return dir_; }
@@ -113,7 +116,7 @@ class ValueLog::Impl {
   StreamState streams_[kNumStreams];
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
-      bytes_read_{0}, preads_{0}, checksum_errors_{0};
+      bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0};
 };
 
 // ---- Open -------------------------------------------------------------------
@@ -171,6 +174,7 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
     return Status::OK();
   }
   seg->stream = static_cast<Stream>(h.stream);
+  seg->create_time = h.create_time;
   return Status::OK();
 }
 
@@ -199,6 +203,7 @@ Status ValueLog::Impl::LearnMaxSeq() {
       if (at_end) break;
       found = true;
       max_seq = std::max(max_seq, h.seq);
+      seg.NoteSeq(h.seq);
     }
     if (found && !damaged) stream_done[static_cast<int>(seg.stream)] = true;
   }
@@ -225,6 +230,7 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   h.stream = static_cast<uint8_t>(stream);
   h.segment_id = id;
   h.create_time = static_cast<uint64_t>(std::time(nullptr));
+  seg->create_time = h.create_time;
   char raw[kSegmentHeaderSize];
   EncodeSegmentHeader(h, raw);
   Status st = seg->file->Write(0, std::string_view(raw, sizeof(raw)));
@@ -306,6 +312,7 @@ Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
   const uint64_t offset = seg.size.load(std::memory_order_relaxed);
   seg.size.store(offset + rec, std::memory_order_release);
   seg.live.fetch_add(rec, std::memory_order_relaxed);
+  seg.NoteSeq(h.seq);
   records_appended_.fetch_add(1, std::memory_order_relaxed);
   bytes_appended_.fetch_add(rec, std::memory_order_relaxed);
   *ptr = BlockPtr{seg.id, static_cast<uint32_t>(offset), h.data_len, h.seq};
@@ -439,6 +446,14 @@ Status ValueLog::Impl::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block,
   return ReadOne(*seg, ptr, inode, block, buf);
 }
 
+Status ValueLog::Impl::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
+  std::shared_ptr<Segment> seg;
+  SEPFS_RETURN_IF_ERROR(Locate(ptr, &seg));
+  auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
+  SEPFS_RETURN_IF_ERROR(Fetch(*seg, ptr, raw.get()));
+  return CheckRecord(ptr, inode, block, raw.get());
+}
+
 Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
   std::vector<std::shared_ptr<Segment>> segs(reqs.size());
   std::vector<size_t> order;
@@ -517,6 +532,7 @@ void ValueLog::Impl::AddLive(const BlockPtr& ptr) {
     return;
   }
   seg->live.fetch_add(ptr.record_size(), std::memory_order_relaxed);
+  seg->NoteSeq(ptr.seq);
 }
 
 void ValueLog::Impl::ResetLive() {
@@ -534,6 +550,9 @@ std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
     info.live_bytes = seg->live.load();
     const uint64_t payload = info.size > kSegmentHeaderSize ? info.size - kSegmentHeaderSize : 0;
     info.garbage_bytes = payload > info.live_bytes ? payload - info.live_bytes : 0;
+    info.damaged = seg->damaged();
+    info.create_time = seg->create_time;
+    info.max_seq = seg->max_seq.load(std::memory_order_relaxed);
     out.push_back(info);
   }
   return out;
@@ -547,6 +566,8 @@ Stats ValueLog::Impl::stats() const {
   s.bytes_read = bytes_read_.load();
   s.preads = preads_.load();
   s.checksum_errors = checksum_errors_.load();
+  s.segments_deleted = segments_deleted_.load();
+  s.bytes_freed = bytes_freed_.load();
   return s;
 }
 
@@ -586,8 +607,51 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn) {
       (void)fn(ptr, h, {}, st);
       return Status::OK();
     }
+    seg->NoteSeq(h.seq);
     if (!fn(ptr, h, data, st)) return Status::OK();
   }
+}
+
+// ---- Deleting and sealing -----------------------------------------------------
+
+Status ValueLog::Impl::DeleteSegment(uint32_t id) {
+  std::shared_ptr<Segment> seg;
+  {
+    // A segment is published open and is only ever closed, so a segment seen
+    // sealed here can no longer be appended to.
+    std::unique_lock lk(segs_mu_);
+    auto it = segs_.find(id);
+    if (it == segs_.end()) return Status::NotFound(SegName(id) + ": no such segment");
+    if (it->second->open.load()) {
+      return Status::FromErrno(EBUSY, SegName(id) + " is still open for appends; seal it first");
+    }
+    seg = std::move(it->second);
+    segs_.erase(it);
+  }
+  const std::string path = PathOf(id);
+  Status st = env_->RemoveFile(path);
+  if (!st.ok() && !st.IsNotFound()) {
+    std::unique_lock lk(segs_mu_);
+    segs_.emplace(id, std::move(seg));
+    return st.WithContext("deleting " + SegName(id));
+  }
+  if (!st.ok()) Log(SegName(id) + ": file was already gone: " + st.ToString());
+  dir_dirty_ = true;
+  segments_deleted_.fetch_add(1, std::memory_order_relaxed);
+  bytes_freed_.fetch_add(seg->size.load(), std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status ValueLog::Impl::SealStream(Stream stream) {
+  const int si = static_cast<int>(stream);
+  if (si < 0 || si >= kNumStreams) return Status::InvalidArgument("vlog: bad stream");
+  StreamState& s = streams_[si];
+  std::lock_guard lk(s.mu);
+  if (s.seg == nullptr) return Status::OK();
+  SEPFS_RETURN_IF_ERROR(FlushLocked(s));
+  s.seg->open = false;
+  s.seg.reset();
+  return Status::OK();
 }
 
 // ---- ValueLog -------------------------------------------------------------
@@ -611,6 +675,9 @@ Status ValueLog::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char*
   return impl_->Read(ptr, inode, block, buf);
 }
 Status ValueLog::ReadMany(std::span<ReadRequest> reqs) { return impl_->ReadMany(reqs); }
+Status ValueLog::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
+  return impl_->Probe(ptr, inode, block);
+}
 Status ValueLog::Flush() { return impl_->Flush(); }
 Status ValueLog::Sync() { return impl_->Sync(); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
@@ -620,6 +687,8 @@ std::vector<SegmentInfo> ValueLog::Segments() const { return impl_->Segments(); 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn) { return impl_->ScanSegment(id, fn); }
+Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
+Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }
 void ValueLog::EnsureSeqAbove(uint64_t seq) { impl_->EnsureSeqAbove(seq); }
 const std::string& ValueLog::dir() const { return impl_->dir(); }

@@ -25,6 +25,10 @@
 // pointers return Corruption, and the log stays appendable: later appends go
 // to the same segment at the last good size.
 //
+// Garbage collection (docs/gc.md): a sealed segment is freed only as a
+// whole, by DeleteSegment, after GC (vlog/gc_job.h) moved its live records;
+// victims are chosen from Segments() by vlog/gc_picker.h.
+//
 // Segment ids start at 1 and a new segment takes max existing id + 1.
 // Sequence numbers start at 1 and are strictly increasing across the whole
 // log, also across reopen (gaps are possible).
@@ -59,6 +63,12 @@ struct SegmentInfo {
   uint64_t size = 0;           // bytes in the segment, header and buffer included
   uint64_t live_bytes = 0;     // bytes of records still referenced
   uint64_t garbage_bytes = 0;  // size - header - live
+  bool damaged = false;        // the header is bad: every read fails; never collected
+  uint64_t create_time = 0;    // from the segment header (seconds since the epoch); 0 if damaged
+  // Highest seq known to be in the segment, 0 if unknown. A hint for the
+  // segment's age only: learned from Append, from the records Open scans
+  // (the newest segment of each stream), from ScanSegment and from AddLive.
+  uint64_t max_seq = 0;
 };
 
 struct Stats {
@@ -68,6 +78,8 @@ struct Stats {
   uint64_t bytes_read = 0;         // bytes requested from segment files
   uint64_t preads = 0;             // pread calls issued by Read/ReadMany
   uint64_t checksum_errors = 0;    // records that failed verification
+  uint64_t segments_deleted = 0;   // by DeleteSegment
+  uint64_t bytes_freed = 0;        // sizes of the deleted segment files
 };
 
 // One request of ReadMany.
@@ -110,6 +122,11 @@ class ValueLog {
   // Corruption too.
   Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
 
+  // Like Read, but the data is discarded and a mismatch is neither logged
+  // nor counted: for callers asking whether a record they appended is still
+  // there (GC, after a failed write may have dropped it).
+  Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
+
   // Reads several records; requests whose records are physically adjacent
   // in the same segment are served by one pread. Returns the first error;
   // each request's own status says which failed.
@@ -140,6 +157,26 @@ class ValueLog {
   // unknown segment (NotFound), a damaged segment header (Corruption) or an
   // I/O error.
   Status ScanSegment(uint32_t id, const ScanFn& fn);
+
+  // Deletes sealed segment `id`: it leaves the segment map (later reads of
+  // pointers into it return Corruption, its id is never handed out again by
+  // this ValueLog) and its file is removed through the Env. Readers that
+  // already located the segment finish normally (the descriptor stays valid
+  // until they drop it). The removal becomes durable at the next Sync(),
+  // which syncs the directory. The caller guarantees that nothing durable
+  // points into the segment and that no reader can still follow such a
+  // pointer (GC: after the pointer swap and GcIndex::Quiesce). Damaged
+  // segments may be deleted too.
+  // Errors: NotFound for an unknown id; errno EBUSY for a segment a stream
+  // still appends to (see SealStream); an I/O error removing the file keeps
+  // the segment as it was.
+  Status DeleteSegment(uint32_t id);
+
+  // Writes out the append buffer of `stream` and closes its open segment
+  // (it becomes sealed and collectable); the next Append to the stream
+  // starts a new segment. OK and nothing happens if the stream has no open
+  // segment. On a write error the segment stays open (see Write failures).
+  Status SealStream(Stream stream);
 
   // Highest sequence number handed out (or learned at Open); 0 if none.
   uint64_t LastSeq() const;

@@ -1,0 +1,183 @@
+#include "fs/gc.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+
+namespace sepfs::fs {
+
+Status GarbageCollector::Create(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o,
+                                Hooks hooks, std::unique_ptr<GarbageCollector>* out) {
+  if (o.mode != "hotcold" && o.mode != "wisckey" && o.mode != "off") {
+    return Status::InvalidArgument("unknown gc mode '" + o.mode + "'");
+  }
+  vlog::GcPolicy policy =
+      o.mode == "wisckey" ? vlog::GcPolicy::kOldest : vlog::GcPolicy::kCostBenefit;
+  if (!o.picker.empty() && !vlog::ParseGcPolicy(o.picker, &policy)) {
+    return Status::InvalidArgument("unknown gc picker '" + o.picker + "'");
+  }
+  out->reset(new GarbageCollector(vlog, index, o, std::move(hooks), policy));
+  return Status::OK();
+}
+
+GarbageCollector::GarbageCollector(vlog::ValueLog* vlog, vlog::GcIndex* index,
+                                   const GcOptions& o, Hooks hooks, vlog::GcPolicy policy)
+    : vlog_(vlog), index_(index), options_(o), hooks_(std::move(hooks)), policy_(policy) {}
+
+GarbageCollector::~GarbageCollector() { Stop(); }
+
+void GarbageCollector::Start() {
+  if (options_.mode == "off" || thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void GarbageCollector::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GarbageCollector::Kick() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    kicked_ = true;
+  }
+  cv_.notify_all();
+}
+
+vlog::Stream GarbageCollector::UserStream(bool cold_hint) const {
+  if (options_.mode == "wisckey") return vlog::Stream::kHot;
+  return cold_hint ? vlog::Stream::kCold : vlog::Stream::kHot;
+}
+
+vlog::Stream GarbageCollector::SurvivorStream() const {
+  return options_.mode == "wisckey" ? vlog::Stream::kHot : vlog::Stream::kCold;
+}
+
+Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* what) {
+  std::lock_guard<std::mutex> l(run_mu_);
+  vlog::PickOptions po;
+  po.policy = policy_;
+  po.min_garbage_ratio = min_ratio;
+  po.max_victims = 1;
+  po.now_seq = vlog_->LastSeq();
+  po.exclude = failed_;
+  const auto victims = vlog::PickVictims(vlog_->Segments(), po);
+  *done = victims.empty();
+  if (*done) return Status::OK();
+  const uint32_t victim = victims[0];
+  vlog::GcJobOptions jo;
+  jo.dest = SurvivorStream();
+  jo.max_bytes_per_sec = options_.max_bytes_per_sec;
+  vlog::GcJobStats js;
+  Status st = vlog::CollectSegment(vlog_, index_, victim, jo, &js);
+  totals_.records_relocated += js.records_relocated;
+  totals_.records_lost_race += js.records_lost_race;
+  totals_.bytes_moved += js.bytes_moved;
+  const uint64_t us = static_cast<uint64_t>(js.seconds * 1e6);
+  totals_.micros += us;
+  uint64_t prev = totals_.max_job_micros.load();
+  while (us > prev && !totals_.max_job_micros.compare_exchange_weak(prev, us)) {
+  }
+  if (!st.ok()) {
+    totals_.failures++;
+    failed_.push_back(victim);
+    std::fprintf(stderr, "sepfs: gc of segment %u failed (segment kept): %s\n", victim,
+                 st.ToString().c_str());
+    return st;
+  }
+  totals_.segments_collected++;
+  totals_.bytes_freed += js.bytes_freed;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "segment %u: %" PRIu64 " live records moved, %" PRIu64 " bytes freed, %.2f s",
+                victim, js.records_relocated, js.bytes_freed, js.seconds);
+  *what = buf;
+  if (hooks_.space_changed) hooks_.space_changed();
+  return Status::OK();
+}
+
+Status GarbageCollector::RunPass(bool force, const Progress& progress, uint64_t* collected) {
+  uint64_t n = 0;
+  totals_.passes++;
+  if (force) {
+    SEPFS_RETURN_IF_ERROR(vlog_->SealStream(vlog::Stream::kHot));
+    SEPFS_RETURN_IF_ERROR(vlog_->SealStream(vlog::Stream::kCold));
+  }
+  const double min_ratio = force ? 0.0 : options_.min_segment_garbage_ratio;
+  Status result;
+  for (;;) {
+    bool done = false;
+    std::string what;
+    Status st = CollectOne(min_ratio, &done, &what);
+    if (!st.ok()) {
+      result = st;  // that victim is excluded from now on; try the others
+      continue;
+    }
+    if (done) break;
+    n++;
+    if (progress) progress(what);
+  }
+  if (collected) *collected = n;
+  return result;
+}
+
+void GarbageCollector::Loop() {
+  const auto interval = std::chrono::duration<double>(options_.interval_sec);
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    cv_.wait_for(l, interval, [&] { return stop_ || kicked_; });
+    if (stop_) break;
+    kicked_ = false;
+    l.unlock();
+    // Keep collecting while a trigger holds; re-check after every segment so
+    // user I/O (which never waits for a whole pass) keeps its share.
+    for (;;) {
+      const bool low = hooks_.space_low && hooks_.space_low();
+      uint64_t sealed = 0, garbage = 0;
+      for (const auto& s : vlog_->Segments()) {
+        if (s.open) continue;
+        sealed += s.size;
+        garbage += s.garbage_bytes;
+      }
+      const bool ratio = sealed && garbage > options_.trigger_garbage_ratio * sealed;
+      const bool idle = hooks_.idle_micros &&
+                        hooks_.idle_micros() > options_.idle_sec * 1e6 && garbage > 0;
+      if (!low && !ratio && !idle) break;
+      bool done = false;
+      std::string what;
+      totals_.passes++;
+      Status st = CollectOne(low ? 0.0 : options_.min_segment_garbage_ratio, &done, &what);
+      if (done || !st.ok()) break;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (stop_) break;
+      }
+    }
+    l.lock();
+  }
+}
+
+std::string GarbageCollector::StatsText() const {
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "gc:\n"
+                "  mode                 %s (picker %s)\n"
+                "  segments collected   %" PRIu64 " (%" PRIu64 " failed)\n"
+                "  records relocated    %" PRIu64 " (%" PRIu64 " lost to user writes)\n"
+                "  gc bytes moved       %" PRIu64 "\n"
+                "  gc bytes freed       %" PRIu64 "\n"
+                "  gc seconds           %.3f (longest job %.3f)\n",
+                options_.mode.c_str(), vlog::GcPolicyName(policy_),
+                totals_.segments_collected.load(), totals_.failures.load(),
+                totals_.records_relocated.load(), totals_.records_lost_race.load(),
+                totals_.bytes_moved.load(), totals_.bytes_freed.load(),
+                totals_.micros.load() / 1e6, totals_.max_job_micros.load() / 1e6);
+  return buf;
+}
+
+}  // namespace sepfs::fs

@@ -1,0 +1,103 @@
+// GarbageCollector: when and what to collect in the vLog, for a mounted (or
+// opened) store. The relocation itself is vlog/gc_job.h and the choice of
+// victims vlog/gc_picker.h; this file holds the triggers, the background
+// thread, the classification of data into streams, and the counters.
+//
+// Modes:
+//   hotcold  user writes -> hot stream, GC survivors -> cold stream (HashKV);
+//            a file's xattr user.sepfs.temperature=cold sends its writes to
+//            the cold stream too. Picker: cost-benefit unless overridden.
+//   wisckey  the baseline: one stream for everything, oldest segment first.
+//   off      no background collection (RunPass on demand still works).
+// Triggers of the background thread (checked every interval, or at once
+// when Kick()ed): free space below the low-water mark (then any garbage is
+// worth collecting), garbage above trigger_garbage_ratio of all sealed
+// segment bytes, or the store idle for idle_sec with collectable garbage.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "vlog/gc_job.h"
+#include "vlog/gc_picker.h"
+#include "vlog/value_log.h"
+
+namespace sepfs::fs {
+
+struct GcOptions {
+  std::string mode = "hotcold";  // hotcold | wisckey | off
+  std::string picker;            // greedy | cost-benefit | oldest; "" = mode default
+  double interval_sec = 1.0;
+  double trigger_garbage_ratio = 0.25;  // of all sealed bytes
+  double min_segment_garbage_ratio = 0.3;  // a victim's own garbage ratio
+  double idle_sec = 10.0;
+  uint64_t max_bytes_per_sec = 0;  // 0 = unlimited
+};
+
+struct GcTotals {
+  std::atomic<uint64_t> passes{0};
+  std::atomic<uint64_t> segments_collected{0};
+  std::atomic<uint64_t> records_relocated{0};
+  std::atomic<uint64_t> records_lost_race{0};
+  std::atomic<uint64_t> bytes_moved{0};
+  std::atomic<uint64_t> bytes_freed{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> micros{0};
+  std::atomic<uint64_t> max_job_micros{0};
+};
+
+class GarbageCollector {
+ public:
+  using Progress = std::function<void(const std::string&)>;
+  struct Hooks {
+    std::function<bool()> space_low;              // below the low-water mark
+    std::function<uint64_t()> idle_micros;        // since the last user write
+    std::function<void()> space_changed;          // after segments were freed
+  };
+
+  // Returns InvalidArgument for an unknown mode or picker.
+  static Status Create(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o,
+                       Hooks hooks, std::unique_ptr<GarbageCollector>* out);
+  ~GarbageCollector();  // stops the thread
+
+  void Start();  // the background thread (no-op in mode off)
+  void Stop();
+  void Kick();
+
+  // Collects segments until none qualifies. force: every sealed segment
+  // with any garbage qualifies (sepfs gc). Seals the open segments first
+  // when force is set, so their garbage becomes collectable.
+  Status RunPass(bool force, const Progress& progress, uint64_t* collected);
+
+  vlog::Stream UserStream(bool cold_hint) const;
+  vlog::Stream SurvivorStream() const;
+  const GcTotals& totals() const { return totals_; }
+  std::string StatsText() const;
+
+ private:
+  GarbageCollector(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o, Hooks hooks,
+                   vlog::GcPolicy policy);
+  void Loop();
+  // Picks and collects one victim; *done = nothing qualified.
+  Status CollectOne(double min_ratio, bool* done, std::string* what);
+
+  vlog::ValueLog* const vlog_;
+  vlog::GcIndex* const index_;
+  const GcOptions options_;
+  const Hooks hooks_;
+  const vlog::GcPolicy policy_;
+  std::mutex run_mu_;  // one collection at a time
+  std::vector<uint32_t> failed_;  // damaged victims, never picked again (run_mu_)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, kicked_ = false;
+  std::thread thread_;
+  GcTotals totals_;
+};
+
+}  // namespace sepfs::fs

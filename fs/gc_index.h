@@ -1,0 +1,36 @@
+// FsGcIndex: the filesystem's side of vlog::GcIndex. Liveness and the
+// pointer compare-and-set go through the metadata LSM under the pointer
+// mutex; Quiesce holds the segment read lock exclusively.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+
+#include "kvstore/meta_store.h"
+#include "vlog/gc_job.h"
+
+namespace sepfs::fs {
+
+class FsGcIndex : public vlog::GcIndex {
+ public:
+  FsGcIndex(kv::MetaStore* meta, std::mutex* ptr_mu, std::shared_mutex* seg_mu)
+      : meta_(meta), ptr_mu_(ptr_mu), seg_mu_(seg_mu) {}
+
+  Status IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) override;
+  Status SwapPointers(const std::vector<vlog::Relocation>& relocs,
+                      std::vector<bool>* swapped) override;
+  Status Quiesce(const std::function<Status()>& fn) override;
+
+  // Longest time user I/O could have waited on a lock held by the GC.
+  uint64_t max_hold_micros() const { return max_hold_us_.load(); }
+
+ private:
+  void NoteHold(uint64_t us);
+  kv::MetaStore* const meta_;
+  std::mutex* const ptr_mu_;
+  std::shared_mutex* const seg_mu_;
+  std::atomic<uint64_t> max_hold_us_{0};
+};
+
+}  // namespace sepfs::fs

@@ -1,0 +1,189 @@
+// Readahead policy of the filesystem: when to ask the vLog Prefetcher for
+// which blocks. Pure bookkeeping; the Filesystem looks the pointers up and
+// issues the prefetches (file_read.cc).
+//
+//   SequentialDetector  one per open file handle: grows a window of blocks
+//                       to prefetch ahead while reads continue where the
+//                       previous one ended, resets it on a jump.
+//   DirLearner          per directory: did prefetching the first blocks of
+//                       a listing's files pay off lately? If not, stop.
+//   DirStreams          the readdir trigger: the regular files of recent
+//                       listings in listing order; prefetches a window of
+//                       files ahead of the last one read ("list, then read
+//                       every file"), cancels a listing nobody reads.
+//   PrefetchEngine      what the Filesystem owns: cache, pool, streams.
+//
+// Thread safety: every class here may be used concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "vlog/block_cache.h"
+#include "vlog/prefetcher.h"
+#include "vlog/value_log.h"
+
+namespace sepfs::fs {
+
+struct ReadaheadOptions {
+  uint32_t initial_blocks = 4;        // first window after a sequential start
+  uint32_t max_blocks = 64;           // window cap in blocks ...
+  uint64_t max_bytes = 8ull << 20;    // ... and in bytes
+  // A read starting within min(slack_bytes, 8 x its length) of where the
+  // previous one ended still counts as sequential: with async reads and
+  // several FUSE threads, the kernel's readahead requests arrive slightly
+  // out of order. Small random reads get a small tolerance.
+  uint64_t slack_bytes = 1ull << 20;
+};
+
+// Blocks [first, end) of one file.
+struct BlockRange {
+  uint64_t first = 0;
+  uint64_t end = 0;
+  bool empty() const { return first >= end; }
+};
+
+class SequentialDetector {
+ public:
+  explicit SequentialDetector(const ReadaheadOptions& options = {}) : opt_(options) {}
+
+  // Reports a read of [off, off + len) of a file of file_size bytes, and
+  // returns the blocks to prefetch now: the blocks after the read, up to
+  // the window, that this detector has not returned before. Sequential
+  // (starts at 0, or where the last read ended, within slack): the window
+  // starts at initial_blocks and doubles up to the cap. A jump resets the
+  // window to 0 (nothing is prefetched). To batch requests, a new range is
+  // returned only when less than half a window is left ahead of the read.
+  BlockRange OnRead(uint64_t off, uint64_t len, uint64_t file_size, uint32_t block_size);
+  uint64_t window() const;  // blocks
+
+ private:
+  static constexpr uint64_t kSlackReads = 8;
+  const ReadaheadOptions opt_;
+  mutable std::mutex mu_;
+  bool started_ = false;
+  uint64_t next_off_ = 0;   // where a sequential read would start
+  uint64_t window_ = 0;     // blocks
+  uint64_t issued_end_ = 0; // blocks below this were returned already
+};
+
+// Per-open-file state of a FUSE file handle (fi->fh).
+struct FileHandle {
+  SequentialDetector seq;
+};
+
+// Recent outcome of readdir-triggered prefetch, per directory: hits (files
+// whose first blocks were prefetched and then read) and waste (prefetched,
+// never read). Counts decay by half per recorded listing, so the ratio
+// follows recent behaviour. A directory with at least min_samples and a hit
+// ratio below min_hit_ratio is not prefetched, except for one probe listing
+// in every probe_every.
+class DirLearner {
+ public:
+  struct Options {
+    double min_samples = 48;  // two unread 32-file listings
+    double min_hit_ratio = 0.25;
+    unsigned probe_every = 8;
+    size_t max_dirs = 4096;  // forgets everything beyond this
+  };
+  DirLearner() : DirLearner(Options{}) {}
+  explicit DirLearner(const Options& options) : opt_(options) {}
+
+  bool ShouldPrefetch(uint64_t dir);
+  void Record(uint64_t dir, uint64_t hits, uint64_t wasted);
+  // Recent hit ratio of dir; 1 when it has no history.
+  double HitRatio(uint64_t dir) const;
+
+ private:
+  struct Score {
+    double hits = 0;
+    double wasted = 0;
+    unsigned skipped = 0;
+  };
+  const Options opt_;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Score> dirs_;
+};
+
+// Files to prefetch for a directory stream; tag identifies the listing
+// (Prefetcher::Cancel). Empty inos: nothing to do.
+struct DirPrefetch {
+  uint64_t tag = 0;
+  std::vector<uint64_t> inos;
+};
+
+class DirStreams {
+ public:
+  struct Options {
+    size_t initial_files = 32;  // prefetched when the listing is taken
+    size_t max_ahead = 256;     // files ahead of the last one read
+    size_t max_files = 65536;   // files remembered per listing
+    size_t max_dirs = 64;       // listings remembered (oldest dropped)
+  };
+  DirStreams() : DirStreams(Options{}) {}
+  explicit DirStreams(const Options& options) : opt_(options) {}
+
+  // A listing of dir was taken; files are its regular files in listing
+  // order. Replaces (and scores) an older stream of dir. Returns the first
+  // files to prefetch, none if the learner advises against it.
+  DirPrefetch OnListing(uint64_t dir, const std::vector<uint64_t>& files);
+  // A read of ino. The first read of a listed file counts as a hit if its
+  // blocks were prefetched, widens the window and returns the next files.
+  DirPrefetch OnRead(uint64_t ino);
+  // The directory handle was released. If no listed file was read since the
+  // listing, the stream's outstanding prefetch is scored as waste and its
+  // tag is returned for cancelling (later reads restart it from where they
+  // are); otherwise returns 0.
+  uint64_t OnRelease(uint64_t dir);
+
+  DirLearner& learner() { return learner_; }
+  uint64_t streams_started() const;
+
+ private:
+  struct Stream {
+    uint64_t dir = 0;
+    uint64_t tag = 0;
+    std::vector<uint64_t> files;
+    std::vector<bool> read;
+    size_t next = 0;    // files[0, next) were issued
+    size_t window = 0;  // files ahead of the last read
+    uint64_t issued = 0, hits = 0, reads = 0;
+  };
+  // Scores and forgets the stream of dir (mu_ held).
+  void EndLocked(uint64_t dir);
+  DirPrefetch IssueLocked(Stream& s, size_t upto);
+
+  const Options opt_;
+  DirLearner learner_;
+  mutable std::mutex mu_;
+  uint64_t next_tag_ = 1;
+  std::unordered_map<uint64_t, Stream> streams_;        // by dir
+  std::deque<uint64_t> order_;                          // dirs, oldest first
+  // Listed ino -> (dir, index in its stream); a file in two listings
+  // belongs to the newer one.
+  std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> file_dir_;
+  uint64_t started_ = 0;
+};
+
+// The prefetch machinery a Filesystem owns. Members are destroyed in
+// reverse order: the pool (which joins its workers) before the cache.
+struct PrefetchEngine {
+  PrefetchEngine(vlog::ValueLog* vlog, uint64_t cache_bytes, unsigned threads)
+      : cache(cache_bytes), prefetcher(vlog, &cache, PoolOptions(threads)) {}
+  static vlog::PrefetcherOptions PoolOptions(unsigned threads) {
+    vlog::PrefetcherOptions o;
+    o.threads = threads;
+    return o;
+  }
+  vlog::BlockCache cache;
+  vlog::Prefetcher prefetcher;
+  DirStreams dirs;
+  ReadaheadOptions readahead;
+};
+
+}  // namespace sepfs::fs

@@ -1,0 +1,344 @@
+// Prefetch: the readahead policy (SequentialDetector, DirLearner,
+// DirStreams) and the Filesystem's read path through the Prefetcher.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fs/readahead.h"
+#include "fs_test_util.h"
+
+namespace sepfs::fs {
+namespace {
+
+using testing::Payload;
+
+// ---- SequentialDetector ----------------------------------------------------
+
+TEST(SequentialDetectorTest, WindowGrowsWhileSequentialAndResetsOnJump) {
+  ReadaheadOptions o;
+  o.initial_blocks = 4;
+  o.max_blocks = 64;
+  o.max_bytes = 1 << 30;
+  o.slack_bytes = 0;
+  SequentialDetector d(o);
+  const uint32_t bs = 4096;
+  const uint64_t size = 1000 * bs;
+  // First read at 0: window 4 after block 0.
+  BlockRange r = d.OnRead(0, bs, size, bs);
+  EXPECT_EQ(d.window(), 4u);
+  EXPECT_EQ(r.first, 1u);
+  EXPECT_EQ(r.end, 5u);
+  // Next read continues: window 8, only blocks not returned before.
+  r = d.OnRead(bs, bs, size, bs);
+  EXPECT_EQ(d.window(), 8u);
+  EXPECT_EQ(r.first, 5u);
+  EXPECT_EQ(r.end, 10u);
+  uint64_t off = 2 * bs, covered = r.end;
+  for (int i = 0; i < 10; i++, off += bs) {
+    r = d.OnRead(off, bs, size, bs);
+    if (!r.empty()) {
+      EXPECT_EQ(r.first, covered);  // never twice, never a gap
+      covered = r.end;
+    }
+  }
+  EXPECT_EQ(d.window(), 64u);  // capped
+  EXPECT_GT(covered, off / bs + 32);
+  // A jump: window reset, nothing prefetched.
+  r = d.OnRead(500 * bs, bs, size, bs);
+  EXPECT_TRUE(r.empty());
+  EXPECT_EQ(d.window(), 0u);
+  // Sequential again from there: starts small.
+  r = d.OnRead(501 * bs, bs, size, bs);
+  EXPECT_EQ(d.window(), 4u);
+  EXPECT_EQ(r.first, 502u);
+  EXPECT_EQ(r.end, 506u);
+}
+
+TEST(SequentialDetectorTest, ByteCapFileEndAndRandomStart) {
+  ReadaheadOptions o;
+  o.max_bytes = 256 << 10;
+  o.slack_bytes = 0;
+  SequentialDetector d(o);
+  const uint32_t bs = 64 << 10;
+  // A first read not at 0 is not a sequential start.
+  EXPECT_TRUE(d.OnRead(10 * bs, bs, 100 * bs, bs).empty());
+  SequentialDetector e(o);
+  for (uint64_t i = 0; i < 6; i++) (void)e.OnRead(i * bs, bs, 100 * bs, bs);
+  EXPECT_EQ(e.window(), 4u);  // 256 KiB / 64 KiB
+  SequentialDetector f(o);
+  BlockRange r = f.OnRead(0, bs, 3 * bs + 1, bs);  // 4 blocks in the file
+  EXPECT_EQ(r.first, 1u);
+  EXPECT_EQ(r.end, 4u);
+  EXPECT_TRUE(f.OnRead(bs, bs, 3 * bs + 1, bs).empty());  // nothing left
+}
+
+TEST(SequentialDetectorTest, SlackToleratesReorderedAsyncReads) {
+  ReadaheadOptions o;  // 1 MiB slack
+  SequentialDetector d(o);
+  const uint32_t bs = 64 << 10;
+  (void)d.OnRead(0, 128 << 10, 100 * bs, bs);
+  (void)d.OnRead(256 << 10, 128 << 10, 100 * bs, bs);  // arrived before 128K
+  (void)d.OnRead(128 << 10, 128 << 10, 100 * bs, bs);
+  EXPECT_EQ(d.window(), 16u);
+  EXPECT_TRUE(d.OnRead(50 * bs, bs, 100 * bs, bs).empty());
+  EXPECT_EQ(d.window(), 0u);
+}
+
+// ---- DirLearner / DirStreams ------------------------------------------------
+
+TEST(DirLearnerTest, StopsOnLowHitRatioAndProbes) {
+  DirLearner l;
+  EXPECT_TRUE(l.ShouldPrefetch(7));
+  l.Record(7, 60, 2);
+  EXPECT_TRUE(l.ShouldPrefetch(7));
+  for (int i = 0; i < 6; i++) l.Record(7, 0, 32);
+  EXPECT_LT(l.HitRatio(7), 0.25);
+  int allowed = 0;
+  for (int i = 0; i < 16; i++) allowed += l.ShouldPrefetch(7);
+  EXPECT_EQ(allowed, 2);  // one probe in every 8 listings
+  EXPECT_TRUE(l.ShouldPrefetch(8));  // other directories are unaffected
+  for (int i = 0; i < 3; i++) l.Record(7, 32, 0);  // reads came back
+  EXPECT_TRUE(l.ShouldPrefetch(7));
+}
+
+TEST(DirStreamsTest, WindowFollowsReadsInListingOrder) {
+  DirStreams::Options o;
+  o.initial_files = 4;
+  o.max_ahead = 16;
+  DirStreams s(o);
+  std::vector<uint64_t> files;
+  for (uint64_t i = 100; i < 200; i++) files.push_back(i);
+  DirPrefetch p = s.OnListing(1, files);
+  ASSERT_NE(p.tag, 0u);
+  EXPECT_EQ(p.inos, (std::vector<uint64_t>{100, 101, 102, 103}));
+  p = s.OnRead(100);  // window 8 past file 0
+  EXPECT_EQ(p.inos.size(), 5u);
+  EXPECT_EQ(p.inos.front(), 104u);
+  EXPECT_TRUE(s.OnRead(100).inos.empty());  // a second read of the same file
+  EXPECT_TRUE(s.OnRead(999).inos.empty());  // not listed
+  size_t total = 9;
+  for (uint64_t i = 101; i < 200; i++) total += s.OnRead(i).inos.size();
+  EXPECT_EQ(total, 100u);  // every file once
+  EXPECT_EQ(s.OnRelease(1), 0u);  // read: nothing to cancel
+}
+
+TEST(DirStreamsTest, ReleaseWithoutReadsCancelsAndLearns) {
+  DirStreams s;
+  std::vector<uint64_t> files;
+  for (uint64_t i = 1000; i < 1100; i++) files.push_back(i);
+  for (int round = 0; round < 2; round++) {
+    DirPrefetch p = s.OnListing(5, files);
+    ASSERT_EQ(p.inos.size(), 32u) << round;
+    EXPECT_EQ(s.OnRelease(5), p.tag);  // ls -l: nobody reads
+  }
+  // Two wasted listings in a row: the directory is not prefetched.
+  EXPECT_TRUE(s.OnListing(5, files).inos.empty());
+  EXPECT_LT(s.learner().HitRatio(5), 0.25);
+}
+
+TEST(DirStreamsTest, ReadsAfterReleaseRestartTheStream) {
+  DirStreams s;
+  std::vector<uint64_t> files = {1, 2, 3, 4, 5, 6, 7, 8};
+  (void)s.OnListing(9, files);
+  EXPECT_NE(s.OnRelease(9), 0u);  // glob, then close, then read
+  DirPrefetch p = s.OnRead(1);
+  EXPECT_EQ(p.inos, (std::vector<uint64_t>{2, 3, 4, 5, 6, 7, 8}));
+}
+
+// ---- Filesystem -------------------------------------------------------------
+
+class PrefetchFsTest : public testing::SmallBlockFsTest {
+ protected:
+  FsOptions fs_options() const override {
+    FsOptions o = SmallBlockFsTest::fs_options();
+    o.prefetch_seq = seq_;
+    o.prefetch_dir = dir_;
+    o.prefetch_threads = 4;
+    o.data_cache_bytes = 16 << 20;
+    return o;
+  }
+  // Two files written block by block, alternately, each block flushed on
+  // its own: their records interleave in the vLog (no two neighbours).
+  void WriteInterleaved(uint64_t a, uint64_t b, int blocks, std::string* da, std::string* db) {
+    const uint32_t bs = block_size();
+    *da = Payload(a, blocks * bs);
+    *db = Payload(b, blocks * bs);
+    for (int i = 0; i < blocks; i++) {
+      ASSERT_OK(fs_->Write(a, uint64_t(i) * bs, std::string_view(*da).substr(i * bs, bs)));
+      ASSERT_OK(fs_->Flush(a));
+      ASSERT_OK(fs_->Write(b, uint64_t(i) * bs, std::string_view(*db).substr(i * bs, bs)));
+      ASSERT_OK(fs_->Flush(b));
+    }
+  }
+  std::string ReadSequential(uint64_t ino, uint64_t size, size_t chunk, FileHandle* fh) {
+    std::string all, got;
+    for (uint64_t off = 0; off < size; off += chunk) {
+      Status st = fs_->Read(ino, off, chunk, &got, fh);
+      EXPECT_OK(st);
+      if (!st.ok()) break;
+      all += got;
+      // Give the pool a moment, as a real reader spends time on the data.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return all;
+  }
+  void WaitPrefetchIdle() {
+    for (int i = 0; i < 1000; i++) {
+      vlog::PrefetcherStats s = fs_->PrefetchStats();
+      if (s.completed + s.failed + s.cancelled >= s.issued) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ADD_FAILURE() << "prefetches did not finish";
+  }
+
+  bool seq_ = true;
+  bool dir_ = true;
+};
+
+TEST_F(PrefetchFsTest, SequentialReadOfFragmentedFilePrefetchesAndReturnsRightBytes) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  WriteInterleaved(a, b, 96, &da, &db);
+  Reopen();
+  const uint64_t preads0 = fs_->store()->vlog()->stats().preads;
+  FileHandle fh;
+  EXPECT_EQ(ReadSequential(a, da.size(), 16 << 10, &fh), da);
+  vlog::PrefetcherStats s = fs_->PrefetchStats();
+  EXPECT_GT(s.issued, 60u);
+  EXPECT_GT(s.hits, 60u);  // most blocks were there (or in flight) when wanted
+  EXPECT_EQ(s.failed, 0u);
+  // Every record was read once: by a prefetch or by the foreground.
+  const uint64_t preads = fs_->store()->vlog()->stats().preads - preads0;
+  EXPECT_LE(preads, 96u);
+  // The other file, read without a handle: correct, no sequential trigger.
+  const uint64_t issued = s.issued;
+  EXPECT_EQ(ReadSequential(b, db.size(), 16 << 10, nullptr), db);
+  EXPECT_EQ(fs_->PrefetchStats().issued, issued);
+  EXPECT_NE(fs_->StatsText().find("prefetch:"), std::string::npos);
+}
+
+TEST_F(PrefetchFsTest, RandomReadsDoNotPrefetch) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  WriteInterleaved(a, b, 64, &da, &db);
+  Reopen();
+  FileHandle fh;
+  std::string got;
+  const uint64_t offs[] = {40, 3, 57, 12, 30, 61, 5, 22};
+  for (uint64_t blk : offs) {
+    ASSERT_OK(fs_->Read(a, blk * 4096 + 100, 1000, &got, &fh));
+    EXPECT_EQ(got, da.substr(blk * 4096 + 100, 1000));
+  }
+  EXPECT_EQ(fs_->PrefetchStats().issued, 0u);
+}
+
+TEST_F(PrefetchFsTest, NoPrefetchOptionsDisableIt) {
+  seq_ = false;
+  dir_ = false;
+  Reopen();
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  WriteInterleaved(a, b, 32, &da, &db);
+  Reopen();
+  FileHandle fh;
+  std::vector<DirListEntry> entries;
+  ASSERT_OK(fs_->ListDir(kRoot, &entries));
+  fs_->DirListed(kRoot, entries);
+  EXPECT_EQ(ReadSequential(a, da.size(), 8192, &fh), da);
+  EXPECT_EQ(fs_->PrefetchStats().issued, 0u);
+  EXPECT_EQ(fs_->DataCacheStats().capacity, 0u);  // no engine at all
+  EXPECT_NE(fs_->StatsText().find("prefetch:\n  off"), std::string::npos);
+}
+
+TEST_F(PrefetchFsTest, NoPrefetchSeqKeepsDirTriggerOnly) {
+  seq_ = false;
+  Reopen();
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  WriteInterleaved(a, b, 32, &da, &db);
+  Reopen();
+  FileHandle fh;
+  EXPECT_EQ(ReadSequential(a, da.size(), 8192, &fh), da);
+  EXPECT_EQ(fs_->PrefetchStats().issued, 0u);
+}
+
+TEST_F(PrefetchFsTest, ListingPrefetchesFirstBlocksInListingOrder) {
+  const uint64_t dir = Mkdir(kRoot, "gallery");
+  std::vector<std::string> names, data;
+  for (int i = 0; i < 40; i++) {
+    names.push_back("img" + std::to_string(1000 + i));
+    data.push_back(Payload(i, 3000 + i * 97));  // one block each
+    const uint64_t f = Create(dir, names.back());
+    ASSERT_OK(fs_->Write(f, 0, data.back()));
+  }
+  Create(dir, "subdir", S_IFDIR | 0755);
+  ASSERT_OK(fs_->FlushAll(false));
+  Reopen();
+  std::vector<DirListEntry> entries;
+  ASSERT_OK(fs_->ListDir(dir, &entries));
+  fs_->DirListed(dir, entries);
+  fs_->DirReleased(dir);  // like `for f in dir/*`: the listing is closed first
+  // ... then every file is read, in listing order.
+  size_t k = 0;
+  for (const DirListEntry& e : entries) {
+    if (!S_ISREG(e.type)) continue;
+    std::string got;
+    ASSERT_OK(fs_->Read(e.ino, 0, 1 << 20, &got));
+    const size_t i = std::stoi(e.name.substr(3)) - 1000;
+    EXPECT_EQ(got, data[i]) << e.name;
+    k++;
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  EXPECT_EQ(k, 40u);
+  vlog::PrefetcherStats s = fs_->PrefetchStats();
+  EXPECT_GE(s.issued, 39u);  // all but the first (the one that restarted it)
+  EXPECT_GE(s.hits, 30u);
+  WaitPrefetchIdle();
+}
+
+TEST_F(PrefetchFsTest, ListingWithoutReadsIsCancelled) {
+  const uint64_t dir = Mkdir(kRoot, "d");
+  for (int i = 0; i < 64; i++) {
+    const uint64_t f = Create(dir, "f" + std::to_string(i));
+    ASSERT_OK(fs_->Write(f, 0, Payload(i, 2000)));
+  }
+  ASSERT_OK(fs_->FlushAll(false));
+  Reopen();
+  std::vector<DirListEntry> entries;
+  ASSERT_OK(fs_->ListDir(dir, &entries));
+  fs_->DirListed(dir, entries);
+  fs_->DirReleased(dir);
+  WaitPrefetchIdle();
+  vlog::PrefetcherStats s = fs_->PrefetchStats();
+  EXPECT_EQ(s.issued, 32u);  // the initial window only
+  EXPECT_EQ(s.completed + s.cancelled, 32u);
+}
+
+TEST_F(PrefetchFsTest, OverwrittenBlocksAreNeverServedStale) {
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  WriteInterleaved(a, b, 32, &da, &db);
+  Reopen();
+  FileHandle fh;
+  EXPECT_EQ(ReadSequential(a, da.size(), 4096, &fh), da);  // everything cached now
+  WaitPrefetchIdle();
+  // New data for blocks 3..9, flushed: new pointers, the old records stay cached.
+  const std::string fresh = Payload(777, 7 * 4096);
+  ASSERT_OK(fs_->Write(a, 3 * 4096, fresh));
+  ASSERT_OK(fs_->Flush(a));
+  da.replace(3 * 4096, fresh.size(), fresh);
+  FileHandle fh2;
+  EXPECT_EQ(ReadSequential(a, da.size(), 4096, &fh2), da);
+  // Truncate and extend: the tail reads as zeros.
+  SetSize(a, 5 * 4096);
+  SetSize(a, 32 * 4096);
+  da.replace(5 * 4096, 27 * 4096, std::string(27 * 4096, '\0'));
+  FileHandle fh3;
+  EXPECT_EQ(ReadSequential(a, da.size(), 8192, &fh3), da);
+}
+
+}  // namespace
+}  // namespace sepfs::fs

@@ -1,0 +1,142 @@
+#include "vlog/block_cache.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace sepfs::vlog {
+namespace {
+
+BlockPtr Ptr(uint32_t seg, uint32_t off, uint32_t len, uint64_t seq) {
+  BlockPtr p;
+  p.segment = seg;
+  p.offset = off;
+  p.length = len;
+  p.seq = seq;
+  return p;
+}
+
+std::shared_ptr<const std::string> Data(size_t n, char c) {
+  return std::make_shared<const std::string>(n, c);
+}
+
+constexpr uint64_t kCharge1k = 1024 + BlockCache::kEntryOverhead;
+
+TEST(BlockCacheTest, HitMissAndExactPointerMatch) {
+  BlockCache c(1 << 20, 1);
+  const BlockPtr p = Ptr(3, 64, 1024, 7);
+  EXPECT_EQ(c.Lookup(p, 1, 0).data, nullptr);
+  c.Insert(p, 1, 0, Data(1024, 'a'), false);
+  CacheHit h = c.Lookup(p, 1, 0);
+  ASSERT_NE(h.data, nullptr);
+  EXPECT_EQ(*h.data, std::string(1024, 'a'));
+  EXPECT_FALSE(h.prefetched);
+  EXPECT_TRUE(c.Contains(p, 1, 0));
+
+  // Same location, another record (seq, length, owner or block differ): miss.
+  EXPECT_FALSE(c.Contains(Ptr(3, 64, 1024, 8), 1, 0));
+  EXPECT_FALSE(c.Contains(p, 2, 0));
+  EXPECT_FALSE(c.Contains(p, 1, 1));
+  EXPECT_FALSE(c.Contains(Ptr(3, 64, 512, 7), 1, 0));
+  // A lookup with a different seq drops the stale entry.
+  EXPECT_EQ(c.Lookup(Ptr(3, 64, 1024, 8), 1, 0).data, nullptr);
+  EXPECT_FALSE(c.Contains(p, 1, 0));
+
+  BlockCacheStats s = c.stats();
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.inserts, 1u);
+  EXPECT_EQ(s.entries, 0u);
+  EXPECT_EQ(s.usage, 0u);
+}
+
+TEST(BlockCacheTest, DisabledAtCapacityZero) {
+  BlockCache c(0);
+  EXPECT_FALSE(c.enabled());
+  const BlockPtr p = Ptr(1, 64, 10, 1);
+  c.Insert(p, 1, 0, Data(10, 'x'), true);
+  EXPECT_EQ(c.Lookup(p, 1, 0).data, nullptr);
+  EXPECT_EQ(c.stats().entries, 0u);
+}
+
+TEST(BlockCacheTest, LruEvictionWithinCapacity) {
+  BlockCache c(4 * kCharge1k, 1);  // room for exactly 4 entries
+  for (uint32_t i = 0; i < 4; i++) c.Insert(Ptr(1, 64 + i * 2000, 1024, i + 1), 1, i, Data(1024, 'a' + i), false);
+  EXPECT_EQ(c.stats().usage, 4 * kCharge1k);
+  // Touch entry 0: entry 1 becomes the least recently used.
+  ASSERT_NE(c.Lookup(Ptr(1, 64, 1024, 1), 1, 0).data, nullptr);
+  c.Insert(Ptr(1, 64 + 4 * 2000, 1024, 5), 1, 4, Data(1024, 'e'), false);
+  EXPECT_TRUE(c.Contains(Ptr(1, 64, 1024, 1), 1, 0));
+  EXPECT_FALSE(c.Contains(Ptr(1, 64 + 2000, 1024, 2), 1, 1));
+  EXPECT_TRUE(c.Contains(Ptr(1, 64 + 4 * 2000, 1024, 5), 1, 4));
+  BlockCacheStats s = c.stats();
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_EQ(s.entries, 4u);
+  EXPECT_LE(s.usage, s.capacity);
+}
+
+TEST(BlockCacheTest, TooLargeEntryIsNotCached) {
+  BlockCache c(2048, 1);
+  c.Insert(Ptr(1, 64, 4096, 1), 1, 0, Data(4096, 'z'), false);
+  EXPECT_EQ(c.stats().entries, 0u);
+  EXPECT_EQ(c.stats().inserts, 0u);
+}
+
+TEST(BlockCacheTest, WastedCountsOnlyUnusedPrefetchedBytes) {
+  BlockCache c(2 * kCharge1k, 1);
+  c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), /*prefetched=*/true);   // will be used
+  c.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), /*prefetched=*/true);  // never used
+  CacheHit h = c.Lookup(Ptr(1, 64, 1024, 1), 1, 0);
+  ASSERT_NE(h.data, nullptr);
+  EXPECT_TRUE(h.prefetched);
+  EXPECT_TRUE(h.first_hit);
+  EXPECT_FALSE(c.Lookup(Ptr(1, 64, 1024, 1), 1, 0).first_hit);
+  // Two more inserts push both out: only the unused one is wasted.
+  c.Insert(Ptr(1, 4000, 1024, 3), 1, 2, Data(1024, 'c'), false);
+  c.Insert(Ptr(1, 6000, 1024, 4), 1, 3, Data(1024, 'd'), false);
+  BlockCacheStats s = c.stats();
+  EXPECT_EQ(s.evictions, 2u);
+  EXPECT_EQ(s.evicted_unused_bytes, 1024u);
+  // Foreground (not prefetched) entries are never wasted.
+  c.Insert(Ptr(1, 8000, 1024, 5), 1, 4, Data(1024, 'e'), false);
+  c.Insert(Ptr(1, 9000, 1024, 6), 1, 5, Data(1024, 'f'), false);
+  EXPECT_EQ(c.stats().evicted_unused_bytes, 1024u);
+  // Erase of an unused prefetched entry counts too.
+  c.Insert(Ptr(2, 64, 100, 9), 2, 0, Data(100, 'g'), true);
+  c.Erase(Ptr(2, 64, 100, 9));
+  EXPECT_EQ(c.stats().evicted_unused_bytes, 1124u);
+}
+
+TEST(BlockCacheTest, ReaderKeepsEvictedData) {
+  BlockCache c(kCharge1k, 1);
+  c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), false);
+  auto held = c.Lookup(Ptr(1, 64, 1024, 1), 1, 0).data;
+  c.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), false);
+  EXPECT_FALSE(c.Contains(Ptr(1, 64, 1024, 1), 1, 0));
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(*held, std::string(1024, 'a'));
+}
+
+TEST(BlockCacheTest, ShardedCapacityHoldsUnderConcurrency) {
+  BlockCache c(64 * kCharge1k, 8);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; t++) {
+    ts.emplace_back([&c, t] {
+      for (uint32_t i = 0; i < 2000; i++) {
+        const BlockPtr p = Ptr(t + 1, 64 + (i % 300) * 1100, 1024, i + 1);
+        if (c.Lookup(p, t, i % 300).data == nullptr) c.Insert(p, t, i % 300, Data(1024, 'q'), i % 2);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  BlockCacheStats s = c.stats();
+  EXPECT_LE(s.usage, s.capacity);
+  EXPECT_EQ(s.usage, s.entries * kCharge1k);
+  EXPECT_GT(s.evictions, 0u);
+}
+
+}  // namespace
+}  // namespace sepfs::vlog

@@ -1,0 +1,224 @@
+#include "vlog/gc_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <tuple>
+
+namespace sepfs::vlog {
+namespace {
+
+// Without a batch boundary, the rate limit is checked after this much I/O.
+constexpr uint64_t kThrottleStep = 1u << 20;
+
+void Log(const std::string& msg) { std::fprintf(stderr, "sepfs gc: %s\n", msg.c_str()); }
+
+class SteadyClock : public GcClock {
+ public:
+  uint64_t NowMicros() override {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
+  void SleepMicros(uint64_t micros) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(micros));
+  }
+};
+
+class Job {
+ public:
+  Job(ValueLog* vlog, GcIndex* index, uint32_t victim, const GcJobOptions& o, GcJobStats* stats)
+      : vlog_(vlog),
+        index_(index),
+        victim_(victim),
+        o_(o),
+        clock_(o.clock ? o.clock : GcClock::Default()),
+        stats_(stats),
+        start_us_(clock_->NowMicros()) {}
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  Status Run();
+
+ private:
+  struct Pending {
+    Relocation r;
+    std::string data;
+  };
+
+  Status Check(uint64_t* victim_size);
+  // Handles one intact record of the victim.
+  Status OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data);
+  // Relocates batch_ (steps 2a-2e) and empties it.
+  Status RelocateBatch();
+  // Sleeps if the I/O so far is ahead of max_bytes_per_sec; unless `force`,
+  // only once per kThrottleStep bytes.
+  void Throttle(bool force);
+  std::string Name() const { return "gc of vlog segment " + std::to_string(victim_); }
+
+  ValueLog* const vlog_;
+  GcIndex* const index_;
+  const uint32_t victim_;
+  const GcJobOptions& o_;
+  GcClock* const clock_;
+  GcJobStats* const stats_;
+  const uint64_t start_us_;
+  uint64_t throttled_us_ = 0;
+  uint64_t io_at_last_throttle_ = 0;
+  std::vector<Pending> batch_;
+  uint64_t batch_bytes_ = 0;
+};
+
+Status Job::Check(uint64_t* victim_size) {
+  const int si = static_cast<int>(o_.dest);
+  if (si < 0 || si >= kNumStreams) return Status::InvalidArgument(Name() + ": bad dest stream");
+  for (const SegmentInfo& s : vlog_->Segments()) {
+    if (s.id != victim_) continue;
+    if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
+    *victim_size = s.size;
+    return Status::OK();
+  }
+  return Status::NotFound(Name() + ": no such segment");
+}
+
+Status Job::OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data) {
+  ++stats_->records_scanned;
+  stats_->bytes_scanned += ptr.record_size();
+  bool live = false;
+  SEPFS_RETURN_IF_ERROR(index_->IsLive(h.inode, h.block, ptr, &live));
+  if (live) {
+    ++stats_->live_records;
+    batch_.push_back({Relocation{h.inode, h.block, ptr, {}}, std::string(data)});
+    batch_bytes_ += ptr.record_size();
+    if (batch_bytes_ >= o_.batch_bytes) return RelocateBatch();
+  }
+  Throttle(false);
+  return Status::OK();
+}
+
+Status Job::RelocateBatch() {
+  if (batch_.empty()) return Status::OK();
+  std::vector<Pending> batch;
+  batch.swap(batch_);
+  batch_bytes_ = 0;
+  std::sort(batch.begin(), batch.end(), [](const Pending& a, const Pending& b) {
+    return std::tie(a.r.inode, a.r.block, a.r.from.seq) <
+           std::tie(b.r.inode, b.r.block, b.r.from.seq);
+  });
+  std::vector<Relocation> relocs;
+  relocs.reserve(batch.size());
+  // Copies that will never be referenced become garbage. A copy dropped
+  // by a failed write of the append buffer was already taken back by the
+  // vlog; only copies that still read back are released (error path only).
+  auto release_copies = [&] {
+    for (const Relocation& r : relocs) {
+      if (vlog_->Probe(r.to, r.inode, r.block).ok()) vlog_->Release(r.to);
+    }
+  };
+  for (Pending& p : batch) {
+    Status st = vlog_->Append(o_.dest, p.r.inode, p.r.block, p.data, &p.r.to);
+    if (!st.ok()) {
+      release_copies();
+      return st.WithContext(Name());
+    }
+    stats_->bytes_moved += p.r.to.record_size();
+    relocs.push_back(p.r);
+    std::string().swap(p.data);
+  }
+  Status st = vlog_->Sync();
+  if (!st.ok()) {
+    release_copies();
+    return st.WithContext(Name() + ": syncing the copies");
+  }
+  std::vector<bool> swapped;
+  st = index_->SwapPointers(relocs, &swapped);
+  ++stats_->batches;
+  if (!st.ok()) {
+    release_copies();
+    return st.WithContext(Name() + ": swapping pointers");
+  }
+  if (swapped.size() != relocs.size()) {
+    // Unknown which were installed: keep every copy counted live (a leak of
+    // accounting only) and keep the victim.
+    return Status::IOError(Name() + ": the index answered " + std::to_string(swapped.size()) +
+                           " swap results for " + std::to_string(relocs.size()) +
+                           " relocations");
+  }
+  for (size_t i = 0; i < relocs.size(); ++i) {
+    if (swapped[i]) {
+      vlog_->Release(relocs[i].from);
+      ++stats_->records_relocated;
+    } else {
+      vlog_->Release(relocs[i].to);
+      ++stats_->records_lost_race;
+    }
+  }
+  Throttle(true);
+  return Status::OK();
+}
+
+void Job::Throttle(bool force) {
+  if (o_.max_bytes_per_sec == 0) return;
+  const uint64_t io = stats_->bytes_scanned + stats_->bytes_moved;
+  if (!force && io - io_at_last_throttle_ < kThrottleStep) return;
+  io_at_last_throttle_ = io;
+  const auto target_us = static_cast<uint64_t>(static_cast<double>(io) * 1e6 /
+                                               static_cast<double>(o_.max_bytes_per_sec));
+  const uint64_t elapsed_us = clock_->NowMicros() - start_us_;
+  if (target_us <= elapsed_us) return;
+  clock_->SleepMicros(target_us - elapsed_us);
+  throttled_us_ += target_us - elapsed_us;
+  stats_->seconds_throttled = static_cast<double>(throttled_us_) / 1e6;
+}
+
+Status Job::Run() {
+  uint64_t victim_size = 0;
+  SEPFS_RETURN_IF_ERROR(Check(&victim_size));
+  Status job_st;
+  Status st = vlog_->ScanSegment(
+      victim_, [&](const BlockPtr& ptr, const RecordHeader& h, std::string_view data,
+                   const Status& rec_st) {
+        if (!rec_st.ok()) {
+          job_st = rec_st.WithContext(Name() + " aborted, segment kept");
+          return false;
+        }
+        job_st = OnRecord(ptr, h, data);
+        return job_st.ok();
+      });
+  if (st.ok()) st = std::move(job_st);
+  if (st.ok()) st = RelocateBatch();
+  if (st.ok()) Throttle(true);  // back-to-back jobs keep to the rate too
+  if (!st.ok()) {
+    Log(st.ToString());
+    return st;
+  }
+  st = index_->Quiesce([&] { return vlog_->DeleteSegment(victim_); });
+  if (!st.ok()) {
+    Log(Name() + ": relocated everything but could not delete it: " + st.ToString());
+    return st;
+  }
+  stats_->bytes_freed = victim_size;
+  return Status::OK();
+}
+
+}  // namespace
+
+GcClock* GcClock::Default() {
+  static SteadyClock* clock = new SteadyClock;
+  return clock;
+}
+
+Status CollectSegment(ValueLog* vlog, GcIndex* index, uint32_t victim, const GcJobOptions& o,
+                      GcJobStats* stats) {
+  *stats = GcJobStats();
+  GcClock* clock = o.clock ? o.clock : GcClock::Default();
+  const uint64_t start = clock->NowMicros();
+  Job job(vlog, index, victim, o, stats);
+  Status st = job.Run();
+  stats->seconds = static_cast<double>(clock->NowMicros() - start) / 1e6;
+  return st;
+}
+
+}  // namespace sepfs::vlog

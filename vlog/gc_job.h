@@ -1,0 +1,137 @@
+// GC job: relocates the live records of one sealed segment and deletes it.
+//
+// The job reaches the filesystem's metadata only through GcIndex, which the
+// filesystem implements (vlog/ knows nothing of fs/). Which segment to
+// collect is decided apart from the job, by vlog/gc_picker.h.
+//
+// CollectSegment(vlog, index, victim) does, in this order (the order is the
+// crash-safety contract):
+//
+//   1. Scan the victim front to back (ValueLog::ScanSegment, sequential
+//      reads). A record is live iff index->IsLive(inode, block, ptr): the
+//      index maps (inode, block) to exactly this record right now.
+//   2. Collect live records into a batch of at most about batch_bytes record
+//      bytes (bounded memory); when it is full, and at the end of the scan:
+//      a. sort the batch by (inode, block), so a file's blocks become
+//         contiguous in the destination (sequential reads stay sequential);
+//      b. Append each record to o.dest (fresh seq numbers);
+//      c. vlog->Sync(): the copies are durable BEFORE any pointer moves;
+//      d. index->SwapPointers(batch): one atomic, durable compare-and-set
+//         batch; a relocation whose (inode, block) no longer maps to `from`
+//         (a concurrent user write or delete) is not installed — the user's
+//         change wins;
+//      e. live accounting: Release(from) for each installed relocation (the
+//         old copy is garbage now), Release(to) for each one that lost the
+//         race (the new copy was never referenced).
+//   3. After the last batch: index->Quiesce(DeleteSegment(victim)), so no
+//      reader can still follow a pointer into the victim that it read before
+//      the swap.
+//
+// A crash at any step loses nothing: before (d) is durable the copies are
+// unreferenced garbage (a later GC of their segment finds them dead) and the
+// old pointers still point into the intact victim; after (d) every pointer
+// into the victim is gone, so it is all garbage, and if the deletion did not
+// happen it is simply collected again (finding nothing live).
+//
+// Failures: any error stops the job WITHOUT deleting the victim and is
+// returned; batches already swapped stay swapped (that is consistent). The
+// copies of the failed batch are released as garbage. In particular a torn
+// or damaged record in the victim (ScanSegment reports it) aborts the job
+// with Corruption (errno EIO): records behind it cannot be found by the scan,
+// and some of them may still be live, so deleting the victim could lose
+// data. The caller should exclude such a segment from picking (PickOptions::
+// exclude) until it is repaired.
+//
+// Thread safety: jobs on different victims may run concurrently with each
+// other and with user I/O, provided the GcIndex is thread-safe. Two jobs on
+// the same victim are a caller bug (the second fails in DeleteSegment,
+// nothing is lost).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "vlog/format.h"
+#include "vlog/status.h"
+#include "vlog/value_log.h"
+
+namespace sepfs::vlog {
+
+// One live record moved by GC: (inode, block) was at `from`, its copy is at `to`.
+struct Relocation {
+  uint64_t inode = 0, block = 0;
+  BlockPtr from, to;
+};
+
+// The metadata view GC needs; implemented by the filesystem.
+class GcIndex {
+ public:
+  virtual ~GcIndex() = default;
+
+  // *live = the index maps (inode, block) exactly to ptr right now (all of
+  // segment, offset, length and seq equal).
+  virtual Status IsLive(uint64_t inode, uint64_t block, const BlockPtr& ptr, bool* live) = 0;
+
+  // For each relocation whose (inode, block) still maps exactly to `from`,
+  // replace it by `to`, all in one atomic durable batch (compare-and-set: a
+  // concurrent user write wins). Sets swapped->size() == relocs.size() and
+  // (*swapped)[i] tells whether relocs[i] was installed. On a non-OK return
+  // none may have been installed. The index must not call
+  // ValueLog::Release for these swaps: the job does the accounting.
+  virtual Status SwapPointers(const std::vector<Relocation>& relocs,
+                              std::vector<bool>* swapped) = 0;
+
+  // Calls fn() at a moment when no reader can still follow a pointer it read
+  // before the swap (the fs takes a lock that readers hold while they look
+  // up and read pointers). Returns fn's status.
+  virtual Status Quiesce(const std::function<Status()>& fn) = 0;
+};
+
+// Time source for rate limiting; tests inject a fake one.
+class GcClock {
+ public:
+  virtual ~GcClock() = default;
+  virtual uint64_t NowMicros() = 0;  // monotonic
+  virtual void SleepMicros(uint64_t micros) = 0;
+  // steady_clock and this_thread::sleep_for. Never deleted.
+  static GcClock* Default();
+};
+
+struct GcJobOptions {
+  // Stream the survivors are appended to (HashKV: GC survivors are cold).
+  Stream dest = Stream::kCold;
+  // Live record bytes (headers included) gathered before a batch is
+  // relocated. Bounds memory to about batch_bytes plus one record. 0: every
+  // record is its own batch.
+  size_t batch_bytes = 16u << 20;
+  // Bounds the job's I/O (record bytes read from the victim plus record
+  // bytes appended) to this rate by sleeping between records and batches.
+  // 0 = unlimited.
+  uint64_t max_bytes_per_sec = 0;
+  GcClock* clock = nullptr;  // nullptr: GcClock::Default()
+};
+
+struct GcJobStats {
+  uint64_t records_scanned = 0;    // intact records read from the victim
+  uint64_t bytes_scanned = 0;      // their record bytes
+  uint64_t live_records = 0;       // found live by IsLive
+  uint64_t records_relocated = 0;  // whose pointer was swapped
+  uint64_t bytes_moved = 0;        // record bytes appended (including lost races)
+  uint64_t records_lost_race = 0;  // copied, but a user write won the swap
+  uint64_t batches = 0;            // SwapPointers calls
+  uint64_t bytes_freed = 0;        // size of the victim's file, once deleted
+  double seconds = 0;              // wall time of the job (per the clock)
+  double seconds_throttled = 0;    // of which spent sleeping for the rate limit
+};
+
+// Collects segment `victim` as described at the top of this file. *stats is
+// reset and then reports the work done, also on failure.
+// Errors: NotFound (unknown victim), EBUSY (the victim is open: seal it
+// first), InvalidArgument (bad dest stream), Corruption (damaged victim or
+// torn record: victim kept), and whatever the vlog or the index return.
+Status CollectSegment(ValueLog* vlog, GcIndex* index, uint32_t victim, const GcJobOptions& o,
+                      GcJobStats* stats);
+
+}  // namespace sepfs::vlog
