@@ -57,6 +57,7 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
     return Status::OK();
   }
   if (limit_ - pos_ < kRecordHeaderSize) {
+    torn_ = true;
     return Status::Corruption(Where() + ": torn record header (" +
                               std::to_string(limit_ - pos_) + " bytes left)");
   }
@@ -66,6 +67,7 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
   if (!st.ok()) return st.WithContext(Where());
   const uint64_t size = kRecordHeaderSize + uint64_t{h->data_len};
   if (limit_ - pos_ < size) {
+    torn_ = true;
     return Status::Corruption(Where() + ": torn record (" + std::to_string(size) +
                               " bytes, " + std::to_string(limit_ - pos_) + " left)");
   }

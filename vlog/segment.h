@@ -63,6 +63,9 @@ class SegmentReader {
   Status Next(RecordHeader* h, std::string_view* data, bool* at_end);
   // Offset of the record the last Next() returned or failed on.
   uint64_t offset() const { return record_off_; }
+  // The last Corruption was a record cut short by the end of the file (a
+  // write torn by a crash), not damaged bytes.
+  bool torn() const { return torn_; }
 
  private:
   Status Fill(uint64_t need);
@@ -76,6 +79,7 @@ class SegmentReader {
   uint64_t window_off_ = 0;
   uint64_t pos_ = kSegmentHeaderSize;
   uint64_t record_off_ = kSegmentHeaderSize;
+  bool torn_ = false;
 };
 
 }  // namespace sepfs::vlog::internal

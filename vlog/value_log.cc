@@ -89,6 +89,8 @@ class ValueLog::Impl {
   std::vector<std::shared_ptr<Segment>> Snapshot() const;
   Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out);
   Status LearnMaxSeq();
+  // Truncates seg at offset, where a record torn by a crash starts.
+  Status CutTornTail(Segment& seg, uint64_t offset);
   Status CreateSegment(Stream stream, std::shared_ptr<Segment>* out);
   Status FlushLocked(StreamState& s);
   // Segment and bounds checks of a pointer that a read is about to follow.
@@ -178,6 +180,18 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
   return Status::OK();
 }
 
+Status ValueLog::Impl::CutTornTail(Segment& seg, uint64_t offset) {
+  std::unique_ptr<File> rw;
+  SEPFS_RETURN_IF_ERROR(env_->OpenFile(PathOf(seg.id), OpenMode::kReadWrite, &rw));
+  SEPFS_RETURN_IF_ERROR(rw->Truncate(offset));
+  SEPFS_RETURN_IF_ERROR(rw->Sync());
+  Log(SegName(seg.id) + ": cut a torn record at offset " + std::to_string(offset) + " (" +
+      std::to_string(seg.size.load() - offset) + " bytes)");
+  seg.size.store(offset);
+  seg.flushed.store(offset, std::memory_order_release);
+  return Status::OK();
+}
+
 // The highest seq is in the newest segment of some stream that has records.
 // Damaged segments (stream unknown) are scanned too, past their header.
 Status ValueLog::Impl::LearnMaxSeq() {
@@ -196,7 +210,13 @@ Status ValueLog::Impl::LearnMaxSeq() {
       bool at_end;
       Status st = reader.Next(&h, &data, &at_end);
       if (st.IsCorruption()) {
-        Log(SegName(seg.id) + ": ignoring torn or damaged tail: " + st.ToString());
+        if (reader.torn() && !damaged) {
+          // A crash tore the last append: cut it off, so the segment scans
+          // cleanly (GC, fsck) and nothing can ever point into the tear.
+          SEPFS_RETURN_IF_ERROR(CutTornTail(seg, reader.offset()));
+        } else {
+          Log(SegName(seg.id) + ": ignoring damaged tail: " + st.ToString());
+        }
         break;
       }
       SEPFS_RETURN_IF_ERROR(st);
