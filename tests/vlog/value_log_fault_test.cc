@@ -210,7 +210,9 @@ TEST_F(ValueLogFaultTest, TruncatedSegmentTornTail) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(offsets[i], all[i].ptr.offset);
   EXPECT_TRUE(bad.ok()) << bad.ToString();
   for (const auto& info : vlog_->Segments()) {
-    if (info.id == seg) EXPECT_EQ(info.size, all[4].ptr.offset);
+    if (info.id == seg) {
+      EXPECT_EQ(info.size, all[4].ptr.offset);
+    }
   }
 
   // Seqs keep increasing over another reopen.
