@@ -85,7 +85,8 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   }
   if (!st.ok()) {
     totals_.failures++;
-    failed_.push_back(victim);
+    // Damage is permanent until repaired; anything else is retried later.
+    if (st.IsCorruption()) failed_.push_back(victim);
     std::fprintf(stderr, "sepfs: gc of segment %u failed (segment kept): %s\n", victim,
                  st.ToString().c_str());
     return st;
@@ -115,8 +116,9 @@ Status GarbageCollector::RunPass(bool force, const Progress& progress, uint64_t*
     std::string what;
     Status st = CollectOne(min_ratio, &done, &what);
     if (!st.ok()) {
-      result = st;  // that victim is excluded from now on; try the others
-      continue;
+      result = st;
+      if (st.IsCorruption()) continue;  // that victim is excluded; try the others
+      break;
     }
     if (done) break;
     n++;

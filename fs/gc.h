@@ -92,7 +92,7 @@ class GarbageCollector {
   const Hooks hooks_;
   const vlog::GcPolicy policy_;
   std::mutex run_mu_;  // one collection at a time
-  std::vector<uint32_t> failed_;  // damaged victims, never picked again (run_mu_)
+  std::vector<uint32_t> failed_;  // damaged victims, not picked again (run_mu_)
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false, kicked_ = false;
