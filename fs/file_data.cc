@@ -58,7 +58,8 @@ bool Filesystem::SpaceLow() {
 Status Filesystem::HaveSpace(uint64_t bytes) {
   last_write_us_ = NowMicros();
   const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
-  for (int attempt = 0;; attempt++) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (bool refresh = false;; refresh = true) {
     uint64_t epoch;
     {
       std::lock_guard<std::mutex> l(space_wait_mu_);
@@ -66,7 +67,7 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
     }
     {
       std::lock_guard<std::mutex> l(space_mu_);
-      if (attempt > 0 || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
+      if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
           space_avail_ < (256ull << 20)) {
         SEPFS_RETURN_IF_ERROR(AvailableBytes(&space_avail_));
         space_checked_at_ = written ? written : 1;
@@ -76,11 +77,18 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
         return Status::OK();
       }
     }
-    // Full: let the collector free garbage, then look again (a few times).
-    if (!gc_ || attempt >= 3) return Status::NoSpace(store_->dir() + ": store is full");
+    // Full. If sealed segments hold enough garbage, wait while the collector
+    // frees it (bounded); otherwise the store is really full.
+    uint64_t collectable = 0;
+    for (const auto& seg : vlog_->Segments()) {
+      if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
+    }
+    if (!gc_ || collectable < bytes || std::chrono::steady_clock::now() > deadline) {
+      return Status::NoSpace(store_->dir() + ": store is full");
+    }
     gc_->Kick();
     std::unique_lock<std::mutex> l(space_wait_mu_);
-    space_cv_.wait_for(l, std::chrono::seconds(2), [&] { return space_epoch_ != epoch; });
+    space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
   }
 }
 

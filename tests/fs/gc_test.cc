@@ -1,0 +1,170 @@
+// Garbage collection through the filesystem: the fs implementation of the
+// GC index (liveness, compare-and-set swap, quiesce), the triggers, the
+// hot/cold classification and the capacity limit.
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "fs_test_util.h"
+
+namespace sepfs::fs::testing {
+namespace {
+
+class GcTest : public FsTest {
+ protected:
+  uint64_t WriteFile(std::string_view name, const std::string& data) {
+    const uint64_t ino = Create(kRoot, name);
+    EXPECT_OK(fs_->Write(ino, 0, data));
+    EXPECT_OK(fs_->Flush(ino));
+    return ino;
+  }
+  uint64_t VlogBytes() { return fs_->store()->vlog()->TotalBytes(); }
+  uint64_t LiveBytes(vlog::Stream s) {
+    uint64_t live = 0;
+    for (const auto& seg : fs_->store()->vlog()->Segments()) {
+      if (seg.stream == s) live += seg.live_bytes;
+    }
+    return live;
+  }
+};
+
+TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
+  const std::string a1 = Payload(1, 6 << 20), a2 = Payload(2, 6 << 20), c = Payload(3, 6 << 20);
+  const uint64_t a = WriteFile("a", a1);
+  const uint64_t b = WriteFile("b", Payload(4, 6 << 20));
+  const uint64_t cino = WriteFile("c", c);
+  ASSERT_OK(fs_->Write(a, 0, a2));  // all of a's first version is garbage
+  ASSERT_OK(fs_->Flush(a));
+  ASSERT_OK(fs_->Unlink(kRoot, "b"));
+  fs_->Forget(b, 1);
+  const uint64_t before = VlogBytes();
+  uint64_t collected = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+  EXPECT_GT(collected, 0u);
+  EXPECT_LT(VlogBytes(), before - (8u << 20)) << "garbage of a and b was not freed";
+  EXPECT_EQ(ReadAll(a), a2);
+  EXPECT_EQ(ReadAll(cino), c);
+  // Survivors went to the cold stream.
+  EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u);
+  ExpectFsckClean();
+  EXPECT_EQ(ReadAll(InoOf(kRoot, "a")), a2);
+  EXPECT_EQ(ReadAll(InoOf(kRoot, "c")), c);
+}
+
+TEST_F(GcTest, UserWritesRacingWithGcAlwaysWin) {
+  const uint32_t bs = block_size();
+  constexpr int kBlocks = 96;
+  const uint64_t ino = WriteFile("f", Payload(9, kBlocks * bs));
+  std::string model = Payload(9, kBlocks * bs);
+  std::atomic<bool> stop{false};
+  std::mutex model_mu;
+  std::thread writer([&] {
+    for (uint64_t v = 100; !stop; v++) {
+      const uint64_t blk = (v * 7919) % kBlocks;
+      const std::string data = Payload(v, bs);
+      {
+        std::lock_guard<std::mutex> l(model_mu);
+        ASSERT_OK(fs_->Write(ino, blk * bs, data));
+        model.replace(blk * bs, bs, data);
+      }
+      if (v % 8 == 0) {
+        ASSERT_OK(fs_->Flush(ino));
+      }
+    }
+  });
+  for (int i = 0; i < 20; i++) {
+    uint64_t n = 0;
+    ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  }
+  stop = true;
+  writer.join();
+  ASSERT_OK(fs_->Flush(ino));
+  EXPECT_TRUE(ReadAll(ino) == model) << "a block was lost or resurrected";
+  ExpectFsckClean();
+  EXPECT_TRUE(ReadAll(InoOf(kRoot, "f")) == model);
+}
+
+TEST_F(GcTest, ColdTemperatureXattrSendsWritesToTheColdStream) {
+  const uint64_t ino = Create(kRoot, "archive");
+  ASSERT_OK(fs_->SetXattr(ino, Filesystem::kTemperatureXattr, "cold", 0));
+  ASSERT_OK(fs_->Write(ino, 0, Payload(5, 1 << 20)));
+  ASSERT_OK(fs_->Flush(ino));
+  EXPECT_GE(LiveBytes(vlog::Stream::kCold), 1u << 20);
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 0u);
+  EXPECT_ERRNO(fs_->SetXattr(ino, Filesystem::kTemperatureXattr, "lukewarm", 0), EINVAL);
+  ASSERT_OK(fs_->RemoveXattr(ino, Filesystem::kTemperatureXattr));
+  ASSERT_OK(fs_->Write(ino, 0, Payload(6, 1 << 20)));
+  ASSERT_OK(fs_->Flush(ino));
+  EXPECT_GE(LiveBytes(vlog::Stream::kHot), 1u << 20);
+}
+
+class WisckeyGcTest : public GcTest {
+ protected:
+  FsOptions fs_options() const override {
+    FsOptions o = GcTest::fs_options();
+    o.gc = "wisckey";
+    return o;
+  }
+};
+
+TEST_F(WisckeyGcTest, BaselineKeepsOneStream) {
+  const uint64_t a = WriteFile("a", Payload(1, 6 << 20));
+  ASSERT_OK(fs_->Write(a, 0, Payload(2, 3 << 20)));
+  ASSERT_OK(fs_->Flush(a));
+  uint64_t n = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  EXPECT_GT(n, 0u);
+  EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 0u);
+  std::string want = Payload(1, 6 << 20);
+  want.replace(0, 3 << 20, Payload(2, 3 << 20));
+  EXPECT_EQ(ReadAll(a), want);
+  ExpectFsckClean();
+}
+
+// A store with a 16 MiB capacity: writers get ENOSPC when it is full, and
+// deleting files makes space writable again without a remount (the
+// collector frees the garbage the writer's ENOSPC path waits for).
+class CapacityTest : public GcTest {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(tmp_.path().empty());
+    store_dir_ = tmp_.Sub("store");
+    MkfsOptions mo;
+    mo.segment_size = 1u << 20;
+    mo.capacity = 16u << 20;
+    ASSERT_OK(Mkfs(store_dir_, mo));
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  }
+};
+
+TEST_F(CapacityTest, FullStoreReturnsEnospcAndDeletingMakesRoom) {
+  std::vector<uint64_t> files;
+  Status st;
+  for (int i = 0; i < 64 && st.ok(); i++) {
+    const uint64_t ino = Create(kRoot, "f" + std::to_string(i));
+    files.push_back(ino);
+    st = fs_->Write(ino, 0, Payload(i, 1 << 20));
+    if (st.ok()) st = fs_->Flush(ino);
+  }
+  ASSERT_EQ(st.err(), ENOSPC) << "a 16 MiB store accepted 64 MiB: " << st.ToString();
+  struct statvfs sv;
+  ASSERT_OK(fs_->StatFs(&sv));
+  EXPECT_LE(sv.f_blocks * sv.f_frsize, 16u << 20);
+  EXPECT_LT(sv.f_bavail * sv.f_frsize, 4u << 20);
+  // Free most of it, then write again: space comes back without a remount.
+  for (size_t i = 0; i + 2 < files.size(); i++) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  const uint64_t ino = Create(kRoot, "after");
+  ASSERT_OK(fs_->Write(ino, 0, Payload(99, 6 << 20)));
+  ASSERT_OK(fs_->Flush(ino));
+  EXPECT_EQ(ReadAll(ino), Payload(99, 6 << 20));
+  ExpectFsckClean();
+}
+
+}  // namespace
+}  // namespace sepfs::fs::testing
