@@ -42,7 +42,7 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
     b.Put(kv::CounterKey("clean"), kv::EncodeCounter(0));
     SEPFS_RETURN_IF_ERROR(fs->meta_->Write(&b, /*sync=*/true));
   }
-  SEPFS_RETURN_IF_ERROR(fs->RebuildLiveCounts());
+  SEPFS_RETURN_IF_ERROR(fs->RebuildLiveCounts(/*unclean=*/!clean && !options.read_only));
   if (!options.read_only) SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
   fs->opened_ = true;
   if (!options.read_only) {
@@ -247,14 +247,52 @@ Status Filesystem::ReclaimOrphans() {
   return Status::OK();
 }
 
-Status Filesystem::RebuildLiveCounts() {
+Status Filesystem::RebuildLiveCounts(bool unclean) {
   vlog_->ResetLive();
-  return meta_->ScanPrefix(std::string(1, kv::kTagBlock),
-                           [&](std::string_view, std::string_view value) {
-                             vlog::BlockPtr p;
-                             if (kv::DecodeBlockValue(value, &p).ok()) vlog_->AddLive(p);
-                             return true;
-                           });
+  std::unordered_map<uint32_t, uint64_t> seg_size;
+  for (const auto& seg : vlog_->Segments()) seg_size[seg.id] = seg.size;
+  // After an unclean shutdown a pointer may have reached the LevelDB log
+  // while its record, written but not synced, did not reach the segment
+  // (power loss). Such a pointer points past the end of its segment (or
+  // into a segment that is gone): drop it, the block becomes a hole, and
+  // say so. Intact pointers are counted live.
+  kv::Batch b;
+  uint64_t dropped = 0;
+  std::unordered_map<uint64_t, uint64_t> dropped_sectors;  // ino -> st_blocks to subtract
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
+      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
+        vlog::BlockPtr p;
+        if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
+        auto it = seg_size.find(p.segment);
+        const bool intact = it != seg_size.end() && p.offset + p.record_size() <= it->second;
+        if (intact || !unclean) {
+          vlog_->AddLive(p);
+          return true;
+        }
+        uint64_t ino = 0, block = 0;
+        (void)kv::ParseBlockKey(key, &ino, &block);
+        std::fprintf(stderr,
+                     "sepfs: recovery: inode %llu block %llu was never written to segment %u "
+                     "(lost in a crash before fsync); it reads as zeros now\n",
+                     static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
+                     p.segment);
+        b.Delete(key);
+        dropped++;
+        dropped_sectors[ino] += (p.length + 511) / 512;
+        return true;
+      }));
+  if (dropped == 0) return Status::OK();
+  for (const auto& [ino, sectors] : dropped_sectors) {
+    kv::InodeRecord r;
+    Status st = meta_->GetInode(ino, &r);
+    if (st.IsNotFound()) continue;  // fsck reports the stray pointers' owner
+    SEPFS_RETURN_IF_ERROR(st);
+    r.blocks -= std::min(r.blocks, sectors);
+    b.PutInode(r);
+  }
+  std::fprintf(stderr, "sepfs: recovery: dropped %llu block pointers to lost records\n",
+               static_cast<unsigned long long>(dropped));
+  return meta_->Write(&b, /*sync=*/true);
 }
 
 // ---------------------------------------------------------------------------

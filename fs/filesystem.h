@@ -186,7 +186,7 @@ class Filesystem {
   void MaybeEvict(uint64_t ino);
   Status ReclaimInode(uint64_t ino);  // deletes inode, blocks, xattrs, symlink
   Status ReclaimOrphans();
-  Status RebuildLiveCounts();
+  Status RebuildLiveCounts(bool unclean);
 
   // Namespace helpers (ns_mu_ held).
   Status CheckName(std::string_view name) const;

@@ -1,6 +1,7 @@
 #include "kvstore/meta_store.h"
 
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <vector>
 
@@ -21,6 +22,15 @@ constexpr int kMaxNextSteps = 8;
 
 leveldb::Slice ToSlice(std::string_view s) { return leveldb::Slice(s.data(), s.size()); }
 std::string_view ToView(const leveldb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+// Every block read from a table file is checked against its CRC: a damaged
+// table yields Corruption (EIO), never wrong metadata.
+leveldb::ReadOptions ReadOpts() {
+  leveldb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.fill_cache = true;
+  return ro;
+}
 
 }  // namespace
 
@@ -86,6 +96,9 @@ class MetaStore::Impl {
   std::unique_ptr<leveldb::Cache> cache_;
   std::unique_ptr<leveldb::DB> db_;
 
+  std::mutex write_mu_;
+  Status write_error_;  // first failed write; latched (write_mu_)
+
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> synced_writes_{0};
@@ -126,7 +139,7 @@ Status MetaStore::Open(const std::string& dir, const MetaOptions& options,
 
 Status MetaStore::Get(std::string_view key, std::string* value) {
   impl_->gets_.fetch_add(1, std::memory_order_relaxed);
-  leveldb::Status s = impl_->db_->Get(leveldb::ReadOptions(), ToSlice(key), value);
+  leveldb::Status s = impl_->db_->Get(ReadOpts(), ToSlice(key), value);
   if (s.IsNotFound()) return Status::NotFound(DescribeKey(key) + " not found");
   if (!s.ok()) return impl_->Error(s, "get " + DescribeKey(key));
   return Status::OK();
@@ -135,10 +148,23 @@ Status MetaStore::Get(std::string_view key, std::string* value) {
 Status MetaStore::Write(Batch* batch, bool sync) {
   impl_->writes_.fetch_add(1, std::memory_order_relaxed);
   if (sync) impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> l(impl_->write_mu_);
+  if (!impl_->write_error_.ok()) {
+    return Status::FromErrno(EIO, "metadata store " + impl_->dir_ +
+                                      ": read-only after an earlier write failed (" +
+                                      impl_->write_error_.ToString() + "); remount to recover");
+  }
   leveldb::WriteOptions wo;
   wo.sync = sync;
   leveldb::Status s = impl_->db_->Write(wo, batch->rep_.get());
-  if (!s.ok()) return impl_->Error(s, sync ? "synced write" : "write");
+  if (!s.ok()) {
+    // LevelDB's log writer has advanced past a record it may not have
+    // written; records appended after it would be framed wrongly and make
+    // the log unreadable at the next open. Refuse all further writes.
+    Status st = impl_->Error(s, sync ? "synced write" : "write");
+    impl_->write_error_ = st;
+    return st;
+  }
   return Status::OK();
 }
 
@@ -152,8 +178,7 @@ Status MetaStore::Scan(
     const std::function<bool(std::string_view key, std::string_view value)>& fn) {
   impl_->scans_.fetch_add(1, std::memory_order_relaxed);
   impl_->seeks_.fetch_add(1, std::memory_order_relaxed);
-  leveldb::ReadOptions ro;
-  ro.fill_cache = true;
+  leveldb::ReadOptions ro = ReadOpts();
   std::unique_ptr<leveldb::Iterator> it(impl_->db_->NewIterator(ro));
   const leveldb::Slice end_slice = ToSlice(end);
   for (it->Seek(ToSlice(start)); it->Valid(); it->Next()) {
@@ -175,8 +200,7 @@ Status MetaStore::MultiGetSorted(
     const std::function<void(size_t index, const std::string* value)>& fn) {
   if (keys.empty()) return Status::OK();
   impl_->scans_.fetch_add(1, std::memory_order_relaxed);
-  leveldb::ReadOptions ro;
-  ro.fill_cache = true;
+  leveldb::ReadOptions ro = ReadOpts();
   std::unique_ptr<leveldb::Iterator> it(impl_->db_->NewIterator(ro));
   uint64_t seeks = 0;
   std::string value;

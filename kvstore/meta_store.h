@@ -69,6 +69,8 @@ class MetaStore {
 
   // NotFound (ENOENT) when absent.
   Status Get(std::string_view key, std::string* value);
+  // After a failed write every later Write fails with EIO (LevelDB's log
+  // cannot take more records safely); reopening the store recovers.
   Status Write(Batch* batch, bool sync);
   // Makes everything written so far durable (an empty synced write).
   Status Sync();

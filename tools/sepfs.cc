@@ -15,6 +15,7 @@
 #include "fs/daemon.h"
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
+#include "fs/repair.h"
 #include "fs/store.h"
 
 namespace {
@@ -57,8 +58,16 @@ constexpr const char* kMountUsage =
 
 constexpr const char* kFsckUsage =
     "usage: sepfs fsck [--repair] STORE\n"
-    "Checks an unmounted store without changing it. Exit status as e2fsck:\n"
-    "  0 no errors, 4 errors left uncorrected, 8 operational error.\n";
+    "Checks an unmounted store: every block pointer against its vLog record, the\n"
+    "namespace (entries, reachability, link counts), xattrs, symlinks, counters.\n"
+    "Without --repair nothing is changed.\n"
+    "  --repair   fix what the check finds and print each change: bad block pointers\n"
+    "             are dropped (the blocks become holes), bad entries deleted,\n"
+    "             unreachable inodes moved to /lost+found, link counts set, orphans\n"
+    "             reclaimed, counters rewritten, a corrupt LevelDB rebuilt\n"
+    "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same)\n"
+    "Exit status as e2fsck: 0 no errors, 1 errors corrected, 4 errors left\n"
+    "uncorrected, 8 operational error.\n";
 
 constexpr const char* kStatsUsage =
     "usage: sepfs stats STORE_OR_MOUNTPOINT\n"
@@ -174,17 +183,39 @@ int CmdMount(const std::vector<std::string>& args) {
   return fs::Mount(req);
 }
 
+std::string FsckSummary(const std::string& store, const fs::FsckReport& rep) {
+  const std::string verdict =
+      rep.errors.empty() ? "clean" : std::to_string(rep.errors.size()) + " errors";
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "%s: %llu inodes (%llu directories, %llu others), %llu entries, %llu block "
+                "pointers (%llu MiB verified), %llu segments: %s",
+                store.c_str(), static_cast<unsigned long long>(rep.inodes),
+                static_cast<unsigned long long>(rep.dirs),
+                static_cast<unsigned long long>(rep.files),
+                static_cast<unsigned long long>(rep.dentries),
+                static_cast<unsigned long long>(rep.pointers),
+                static_cast<unsigned long long>(rep.data_bytes_checked >> 20),
+                static_cast<unsigned long long>(rep.segments), verdict.c_str());
+  return buf;
+}
+
+void PrintFsckReport(const fs::FsckReport& rep, const char* error_label) {
+  for (const auto& n : rep.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& e : rep.errors) std::printf("%s: %s\n", error_label, e.c_str());
+}
+
 int CmdFsck(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kFsckUsage, stdout), 0;
   std::string store;
   bool repair = false;
   for (const auto& a : args) {
-    if (a == "--repair") {
+    // fsck(8) passes -a/-p/-y to repair without asking, -n to only check.
+    if (a == "--repair" || a == "-a" || a == "-p" || a == "-y") {
       repair = true;
       continue;
     }
-    // fsck(8) passes -a/-p/-n/-y style flags; this check never modifies.
-    if (a == "-a" || a == "-p" || a == "-n" || a == "-y" || a == "-f" || a == "-C0") continue;
+    if (a == "-n" || a == "-f" || a == "-C0") continue;
     if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "sepfs: unknown option %s\n%s", a.c_str(), kFsckUsage);
       return 8;
@@ -195,35 +226,46 @@ int CmdFsck(const std::vector<std::string>& args) {
     std::fputs(kFsckUsage, stderr);
     return 8;
   }
+  auto progress = [](const std::string& line) {
+    std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());
+  };
+  if (repair) {
+    fs::RepairReport rep;
+    Status st = fs::Repair(store, fs::StoreOptions{}, &rep, progress);
+    PrintFsckReport(rep.before, "ERROR");
+    for (const auto& c : rep.changes) std::printf("repair: %s\n", c.c_str());
+    std::fflush(stdout);
+    if (!st.ok()) {
+      std::fprintf(stderr, "sepfs fsck: %s: repair failed: %s\n", store.c_str(),
+                   st.ToString().c_str());
+      return 8;
+    }
+    for (const auto& e : rep.after.errors) std::printf("UNCORRECTED: %s\n", e.c_str());
+    std::printf("%s\n", FsckSummary(store + " after repair", rep.after).c_str());
+    std::printf("%s: %zu changes made\n", store.c_str(), rep.changes.size());
+    if (!rep.after.errors.empty()) return 4;
+    return rep.changed() || !rep.before.errors.empty() ? 1 : 0;
+  }
   std::unique_ptr<fs::Store> s;
   Status st = fs::Store::Open(store, fs::StoreOptions{}, &s);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs fsck: %s\n", st.ToString().c_str());
+    if (st.IsCorruption()) {
+      std::printf("ERROR: %s\n%s: cannot be opened (run sepfs fsck --repair)\n",
+                  st.ToString().c_str(), store.c_str());
+      return 4;
+    }
     return 8;
   }
   fs::FsckReport rep;
-  st = fs::Fsck(s.get(), &rep, [](const std::string& line) {
-    std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());
-  });
+  st = fs::Fsck(s.get(), &rep, progress);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs fsck: %s: %s\n", store.c_str(), st.ToString().c_str());
     return 8;
   }
-  for (const auto& n : rep.notes) std::printf("note: %s\n", n.c_str());
-  for (const auto& e : rep.errors) std::printf("ERROR: %s\n", e.c_str());
-  std::printf(
-      "%s: %llu inodes (%llu directories, %llu others), %llu entries, %llu block pointers "
-      "(%llu MiB verified), %llu segments: %s\n",
-      store.c_str(), static_cast<unsigned long long>(rep.inodes),
-      static_cast<unsigned long long>(rep.dirs), static_cast<unsigned long long>(rep.files),
-      static_cast<unsigned long long>(rep.dentries),
-      static_cast<unsigned long long>(rep.pointers),
-      static_cast<unsigned long long>(rep.data_bytes_checked >> 20),
-      static_cast<unsigned long long>(rep.segments),
-      rep.errors.empty() ? "clean" : (std::to_string(rep.errors.size()) + " errors").c_str());
-  if (!rep.errors.empty() && repair) {
-    std::printf("%s: repair is not implemented yet; errors left uncorrected\n", store.c_str());
-  }
+  PrintFsckReport(rep, "ERROR");
+  std::printf("%s\n", FsckSummary(store, rep).c_str());
+  if (!rep.errors.empty()) std::printf("%s: run sepfs fsck --repair to fix\n", store.c_str());
   return rep.errors.empty() ? 0 : 4;
 }
 

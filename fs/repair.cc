@@ -1,0 +1,662 @@
+#include "fs/repair.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "fs/clock.h"
+#include "kvstore/ino_alloc.h"
+#include "kvstore/leveldb_status.h"
+#include "leveldb/db.h"
+#include "leveldb/filter_policy.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+constexpr int kMaxPasses = 32;
+constexpr size_t kBatchBytes = 4u << 20;
+constexpr int kBloomBitsPerKey = 10;  // as kv::MetaOptions
+
+bool IsPointerKind(FsckKind k) {
+  switch (k) {
+    case FsckKind::kPointerBad:
+    case FsckKind::kPointerNoInode:
+    case FsckKind::kPointerNotRegular:
+    case FsckKind::kPointerBeyondEof:
+    case FsckKind::kPointerSegmentMissing:
+    case FsckKind::kPointerBadRecord:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string PointerReason(const FsckFinding& f) {
+  switch (f.kind) {
+    case FsckKind::kPointerBeyondEof:
+      return "record longer than a block";
+    case FsckKind::kPointerSegmentMissing:
+      return "segment " + std::to_string(f.value) + " missing";
+    case FsckKind::kPointerBadRecord:
+      return "record does not verify";
+    case FsckKind::kPointerNoInode:
+      return "the inode is missing";
+    case FsckKind::kPointerNotRegular:
+      return "not a regular file";
+    default:
+      return "undecodable pointer";
+  }
+}
+
+std::string TypeName(uint32_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "file";
+    case S_IFDIR:
+      return "directory";
+    case S_IFLNK:
+      return "symlink";
+    default:
+      return "special file";
+  }
+}
+
+class Repairer {
+ public:
+  Repairer(std::string dir, const StoreOptions& options, RepairReport* rep,
+           const FsckProgress& progress)
+      : dir_(std::move(dir)), options_(options), rep_(rep), progress_(progress) {}
+
+  Status Run();
+
+ private:
+  Status OpenStore();
+  Status RepairLevelDb(const std::string& why);
+  void Change(std::string line) {
+    if (progress_ && ++changes_since_progress_ >= 10000) {
+      changes_since_progress_ = 0;
+      progress_(std::to_string(rep_->changes.size()) + " changes made so far");
+    }
+    rep_->changes.push_back(std::move(line));
+  }
+  Status Commit(bool force);
+  // Applies fixes for the findings of one check; *changed: something was done.
+  Status Apply(const FsckReport& r, bool verified, bool* changed);
+  Status Reclaim(uint64_t ino);
+  // Deletes the pointers of ino whose block is in drop (every pointer when
+  // ino is not a regular file) and sets its allocation count from the rest.
+  // Raises its size to min_size (pointers past EOF whose records verify).
+  Status FixPointers(uint64_t ino, const std::map<uint64_t, std::string>& drop,
+                     uint64_t min_size, uint64_t* dropped, uint64_t* old_blocks,
+                     uint64_t* new_blocks, uint64_t* old_size);
+  Status LostFound(uint64_t* ino);
+  Status MoveToLostFound(uint64_t ino, uint64_t links_seen, const std::string& break_key);
+  Status RewriteCounters(bool asked);
+  void LearnPaths(const FsckReport& r);
+  std::string Describe(uint64_t ino);
+  std::string DescribeDentry(std::string_view key);
+
+  const std::string dir_;
+  const StoreOptions options_;
+  RepairReport* rep_;
+  const FsckProgress& progress_;
+  std::unique_ptr<Store> store_;
+  kv::MetaStore* meta_ = nullptr;
+  kv::Batch batch_;
+  size_t changes_since_progress_ = 0;
+  bool counters_asked_ = false;
+  uint64_t lf_ino_ = 0;
+  std::string lf_name_;
+  kv::InodeRecord lf_rec_;
+  // Where reachable inodes named in the first check live: ino -> (parent, name).
+  std::unordered_map<uint64_t, std::pair<uint64_t, std::string>> up_;
+};
+
+Status Repairer::OpenStore() {
+  store_.reset();
+  meta_ = nullptr;
+  Status st = Store::Open(dir_, options_, &store_);
+  if (st.IsCorruption() && !rep_->leveldb_repaired) {
+    FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, "", "store: " + st.ToString()};
+    rep_->before.errors.push_back(f.message);
+    rep_->before.findings.push_back(std::move(f));
+    SEPFS_RETURN_IF_ERROR(RepairLevelDb("opening it failed (" + st.ToString() + ")"));
+    st = Store::Open(dir_, options_, &store_);
+  }
+  SEPFS_RETURN_IF_ERROR(st);
+  meta_ = store_->meta();
+  return Status::OK();
+}
+
+Status Repairer::RepairLevelDb(const std::string& why) {
+  Env* env = options_.env ? options_.env : Env::Default();
+  std::unique_ptr<FileLock> lock;
+  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
+  std::unique_ptr<const leveldb::FilterPolicy> filter(
+      leveldb::NewBloomFilterPolicy(kBloomBitsPerKey));
+  leveldb::Options lo;
+  lo.paranoid_checks = true;  // drop table blocks whose checksum fails
+  lo.filter_policy = filter.get();
+  if (options_.leveldb_env) lo.env = options_.leveldb_env;
+  if (progress_) progress_("running leveldb::RepairDB on " + MetaDir(dir_));
+  leveldb::Status s = leveldb::RepairDB(MetaDir(dir_), lo);
+  if (!s.ok()) return kv::FromLevelDb(s, "leveldb::RepairDB " + MetaDir(dir_));
+  rep_->leveldb_repaired = true;
+  Change("metadata store " + MetaDir(dir_) + ": " + why +
+         "; rebuilt it with leveldb::RepairDB (keys in damaged blocks are lost, damaged files "
+         "were moved to " + MetaDir(dir_) + "/lost)");
+  return Status::OK();
+}
+
+Status Repairer::Commit(bool force) {
+  if (batch_.empty() || (!force && batch_.ApproximateSize() < kBatchBytes)) return Status::OK();
+  Status st = meta_->Write(&batch_, /*sync=*/false);
+  batch_.Clear();
+  return st;
+}
+
+void Repairer::LearnPaths(const FsckReport& r) {
+  std::set<uint64_t> wanted;
+  for (const auto& f : r.findings) {
+    if (f.ino) wanted.insert(f.ino);
+    uint64_t parent;
+    std::string_view name;
+    if (kv::ParseDentryKey(f.key, &parent, &name)) wanted.insert(parent);
+  }
+  if (wanted.empty()) return;
+  // Best effort: paths only make the report friendlier.
+  (void)meta_->ScanPrefix(std::string(1, kv::kTagDentry),
+                          [&](std::string_view key, std::string_view value) {
+                            uint64_t parent;
+                            std::string_view name;
+                            kv::DirEntry e;
+                            if (kv::ParseDentryKey(key, &parent, &name) &&
+                                kv::DecodeDirEntry(value, &e).ok() &&
+                                (e.type == S_IFDIR || wanted.count(e.ino))) {
+                              up_.emplace(e.ino, std::make_pair(parent, std::string(name)));
+                            }
+                            return true;
+                          });
+}
+
+std::string Repairer::Describe(uint64_t ino) {
+  std::string out = "inode " + std::to_string(ino);
+  std::string path;
+  uint64_t at = ino;
+  for (int depth = 0; at != 1 && depth < 4096; depth++) {
+    auto it = up_.find(at);
+    if (it == up_.end()) return out;
+    path = "/" + it->second.second + path;
+    at = it->second.first;
+  }
+  if (at != 1) return out;
+  return out + " (" + (path.empty() ? "/" : path) + ")";
+}
+
+std::string Repairer::DescribeDentry(std::string_view key) {
+  uint64_t parent;
+  std::string_view name;
+  if (!kv::ParseDentryKey(key, &parent, &name)) return kv::DescribeKey(key);
+  return "entry '" + std::string(name) + "' of " + Describe(parent);
+}
+
+Status Repairer::Reclaim(uint64_t ino) {
+  uint64_t blocks = 0;
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(kv::BlockPrefix(ino), [&](std::string_view key,
+                                                                     std::string_view) {
+    batch_.Delete(key);
+    blocks++;
+    return true;
+  }));
+  SEPFS_RETURN_IF_ERROR(
+      meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
+        batch_.Delete(key);
+        return true;
+      }));
+  batch_.Delete(kv::InodeKey(ino));
+  batch_.Delete(kv::SymlinkKey(ino));
+  batch_.Delete(kv::OrphanKey(ino));
+  Change("reclaimed orphan inode " + std::to_string(ino) + " (unlinked; " +
+         std::to_string(blocks) + " block pointers freed)");
+  return Commit(false);
+}
+
+Status Repairer::FixPointers(uint64_t ino, const std::map<uint64_t, std::string>& drop,
+                             uint64_t min_size, uint64_t* dropped, uint64_t* old_blocks,
+                             uint64_t* new_blocks, uint64_t* old_size) {
+  kv::InodeRecord r;
+  Status st = meta_->GetInode(ino, &r);
+  if (!st.ok() && !st.IsNotFound() && !st.IsCorruption()) return st;
+  const bool regular = st.ok() && S_ISREG(r.mode);
+  uint64_t sectors = 0;
+  *dropped = 0;
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(kv::BlockPrefix(ino), [&](std::string_view key,
+                                                                     std::string_view value) {
+    uint64_t i, block;
+    vlog::BlockPtr p;
+    if (!regular || !kv::ParseBlockKey(key, &i, &block) || drop.count(block) ||
+        !kv::DecodeBlockValue(value, &p).ok()) {
+      batch_.Delete(key);
+      ++*dropped;
+    } else {
+      sectors += SectorsOf(p.length);
+    }
+    return true;
+  }));
+  *old_blocks = regular ? r.blocks : 0;
+  *new_blocks = regular ? sectors : 0;
+  *old_size = regular ? r.size : 0;
+  if (regular && (r.blocks != sectors || r.size < min_size)) {
+    r.blocks = sectors;
+    r.size = std::max(r.size, min_size);
+    batch_.PutInode(r);
+  }
+  return Status::OK();
+}
+
+Status Repairer::LostFound(uint64_t* out) {
+  if (lf_ino_) {
+    *out = lf_ino_;
+    return Status::OK();
+  }
+  for (int n = 0; n < 100; n++) {
+    const std::string name = n == 0 ? "lost+found" : "lost+found." + std::to_string(n);
+    kv::DirEntry e;
+    Status st = meta_->GetDentry(1, name, &e);
+    if (st.ok()) {
+      kv::InodeRecord r;
+      if (meta_->GetInode(e.ino, &r).ok() && S_ISDIR(r.mode)) {
+        lf_ino_ = e.ino;
+        lf_name_ = name;
+        lf_rec_ = r;
+        *out = lf_ino_;
+        return Status::OK();
+      }
+      continue;  // the name is taken by something else
+    }
+    if (!st.IsNotFound()) return st;
+    kv::InodeRecord root;
+    SEPFS_RETURN_IF_ERROR(meta_->GetInode(1, &root));
+    SEPFS_RETURN_IF_ERROR(Commit(true));  // the allocator writes on its own
+    kv::InodeAllocator alloc(meta_);
+    SEPFS_RETURN_IF_ERROR(alloc.Init());
+    uint64_t ino;
+    SEPFS_RETURN_IF_ERROR(alloc.Allocate(1, &ino));
+    std::string unused;
+    if (!meta_->Get(kv::InodeKey(ino), &unused).IsNotFound()) {
+      return Status::Corruption("lost+found: new inode number " + std::to_string(ino) +
+                                " is in use (inode counter too low)");
+    }
+    kv::InodeRecord r;
+    r.ino = ino;
+    r.mode = S_IFDIR | 0700;
+    r.nlink = 2;
+    r.atime = r.mtime = r.ctime = Now();
+    root.nlink++;
+    root.mtime = root.ctime = r.mtime;
+    batch_.PutInode(r);
+    batch_.PutInode(root);
+    batch_.PutDentry(1, name, kv::DirEntry{ino, S_IFDIR});
+    SEPFS_RETURN_IF_ERROR(Commit(true));
+    Change("created /" + name + " (inode " + std::to_string(ino) + ", mode 0700)");
+    lf_ino_ = ino;
+    lf_name_ = name;
+    lf_rec_ = r;
+    *out = ino;
+    return Status::OK();
+  }
+  return Status::FromErrno(EEXIST, "no name for a lost+found directory is free");
+}
+
+Status Repairer::MoveToLostFound(uint64_t ino, uint64_t links_seen,
+                                 const std::string& break_key) {
+  kv::InodeRecord r;
+  SEPFS_RETURN_IF_ERROR(meta_->GetInode(ino, &r));
+  uint64_t lf = 0;
+  SEPFS_RETURN_IF_ERROR(LostFound(&lf));
+  std::string name = "#" + std::to_string(ino);
+  for (int n = 1;; n++) {
+    kv::DirEntry e;
+    Status st = meta_->GetDentry(lf, name, &e);
+    if (st.IsNotFound()) break;
+    SEPFS_RETURN_IF_ERROR(st);
+    name = "#" + std::to_string(ino) + "." + std::to_string(n);
+  }
+  std::string how;
+  if (!break_key.empty()) {
+    batch_.Delete(break_key);
+    links_seen = 0;
+    how = " (" + DescribeDentry(break_key) + " removed: a directory cycle)";
+  }
+  batch_.PutDentry(lf, name, kv::DirEntry{ino, r.mode & S_IFMT});
+  if (S_ISDIR(r.mode)) {
+    lf_rec_.nlink++;
+    batch_.PutInode(lf_rec_);
+  } else if (r.nlink != links_seen + 1) {
+    r.nlink = static_cast<uint32_t>(links_seen + 1);
+    batch_.PutInode(r);
+  }
+  Change(Describe(ino) + ": " + TypeName(r.mode) + " of " + std::to_string(r.size) +
+         " bytes not reachable from the root; moved to /" + lf_name_ + "/" + name + how);
+  return Commit(false);
+}
+
+Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
+  const size_t before = rep_->changes.size();
+  lf_ino_ = 0;  // re-read: the last pass may have fixed its link count
+  bool root_missing = false, unreachable = false;
+  std::map<uint64_t, std::map<uint64_t, std::string>> drops;  // ino -> block -> reason
+  std::set<uint64_t> block_counts;
+  std::map<uint64_t, uint64_t> sizes;  // ino -> size its verified records need
+  std::vector<const FsckFinding*> moves;
+  for (const auto& f : r.findings) {
+    switch (f.kind) {
+      case FsckKind::kRootMissing:
+        root_missing = true;
+        break;
+      case FsckKind::kUnreachable:
+        unreachable = true;
+        moves.push_back(&f);
+        break;
+      case FsckKind::kInoCounter:
+        batch_.Put(f.key, kv::EncodeCounter(f.value));
+        Change("inode number counter raised to " + std::to_string(f.value));
+        break;
+      default:
+        break;
+    }
+  }
+  SEPFS_RETURN_IF_ERROR(Commit(true));  // the counter, before any allocation
+  if (root_missing) {
+    kv::InodeRecord root;
+    root.ino = 1;
+    root.mode = S_IFDIR | 0755;
+    root.nlink = 2;
+    root.atime = root.mtime = root.ctime = Now();
+    batch_.PutInode(root);
+    Change("recreated the root directory (inode 1)");
+  }
+  for (const auto& f : r.findings) {
+    switch (f.kind) {
+      case FsckKind::kInodeBad:
+        batch_.Delete(f.key);
+        Change("deleted undecodable inode record " + kv::DescribeKey(f.key));
+        break;
+      case FsckKind::kOrphan:
+        SEPFS_RETURN_IF_ERROR(Reclaim(f.ino));
+        break;
+      case FsckKind::kOrphanKeyStale:
+        batch_.Delete(f.key);
+        Change("deleted orphan entry " + kv::DescribeKey(f.key) + " (no such inode)");
+        break;
+      case FsckKind::kOrphanLinked:
+        batch_.Delete(f.key);
+        Change(Describe(f.ino) + ": deleted its orphan entry (it has directory entries)");
+        break;
+      case FsckKind::kDentryBad:
+        batch_.Delete(f.key);
+        Change("deleted undecodable directory entry " + kv::DescribeKey(f.key));
+        break;
+      case FsckKind::kDentryBadParent:
+        batch_.Delete(f.key);
+        Change("deleted " + DescribeDentry(f.key) + ": parent is not an existing directory");
+        break;
+      case FsckKind::kDentryMissingInode:
+        batch_.Delete(f.key);
+        Change("deleted " + DescribeDentry(f.key) + ": it named missing inode " +
+               std::to_string(f.ino));
+        break;
+      case FsckKind::kDentryNamesRoot:
+        batch_.Delete(f.key);
+        Change("deleted " + DescribeDentry(f.key) + ": it named the root directory");
+        break;
+      case FsckKind::kDirExtraEntry:
+        batch_.Delete(f.key);
+        Change("deleted " + DescribeDentry(f.key) + ": a second entry of directory " +
+               Describe(f.ino));
+        break;
+      case FsckKind::kDentryWrongType:
+        batch_.Put(f.key, kv::EncodeDirEntry(kv::DirEntry{f.ino, static_cast<uint32_t>(f.value)}));
+        Change("fixed the type of " + DescribeDentry(f.key) + " (" + TypeName(f.value) + ")");
+        break;
+      case FsckKind::kLinkCount:
+        if (root_missing || unreachable) break;  // the moves change the counts
+        {
+          kv::InodeRecord ir;
+          SEPFS_RETURN_IF_ERROR(meta_->GetInode(f.ino, &ir));
+          Change(Describe(f.ino) + ": link count " + std::to_string(ir.nlink) + " -> " +
+                 std::to_string(f.value));
+          ir.nlink = static_cast<uint32_t>(f.value);
+          batch_.PutInode(ir);
+          SEPFS_RETURN_IF_ERROR(Commit(true));  // later fixes re-read the inode
+        }
+        break;
+      case FsckKind::kBlockCount:
+        block_counts.insert(f.ino);
+        break;
+      case FsckKind::kXattrNoInode:
+      case FsckKind::kSymlinkNoInode:
+        batch_.Delete(f.key);
+        Change("deleted " + kv::DescribeKey(f.key) + " of missing inode " +
+               std::to_string(f.ino));
+        break;
+      case FsckKind::kSymlinkMissing:
+        batch_.Delete(kv::InodeKey(f.ino));
+        SEPFS_RETURN_IF_ERROR(
+            meta_->ScanPrefix(kv::XattrPrefix(f.ino), [&](std::string_view key, std::string_view) {
+              batch_.Delete(key);
+              return true;
+            }));
+        Change(Describe(f.ino) + ": symlink without a target deleted");
+        break;
+      case FsckKind::kSymlinkSize: {
+        kv::InodeRecord ir;
+        SEPFS_RETURN_IF_ERROR(meta_->GetInode(f.ino, &ir));
+        Change(Describe(f.ino) + ": symlink size " + std::to_string(ir.size) + " -> " +
+               std::to_string(f.value));
+        ir.size = f.value;
+        batch_.PutInode(ir);
+        SEPFS_RETURN_IF_ERROR(Commit(true));
+        break;
+      }
+      case FsckKind::kSegmentCounters:
+        counters_asked_ = true;
+        break;
+      default:
+        if (f.kind == FsckKind::kPointerBeyondEof && f.value != 0) {
+          sizes[f.ino] = std::max(sizes[f.ino], f.value);
+        } else if (IsPointerKind(f.kind)) {
+          uint64_t ino, block;
+          if (kv::ParseBlockKey(f.key, &ino, &block)) {
+            drops[ino].emplace(block, PointerReason(f));
+          } else {
+            batch_.Delete(f.key);
+            Change("deleted undecodable block key " + kv::DescribeKey(f.key));
+          }
+        }
+        break;
+    }
+    SEPFS_RETURN_IF_ERROR(Commit(false));
+  }
+
+  // Pointers, one file at a time (each reads its inode afresh).
+  SEPFS_RETURN_IF_ERROR(Commit(true));
+  for (uint64_t ino : block_counts) drops[ino];  // recount only
+  for (const auto& [ino, size] : sizes) drops[ino];
+  for (const auto& [ino, blocks] : drops) {
+    uint64_t dropped = 0, old_blocks = 0, new_blocks = 0, old_size = 0;
+    const uint64_t min_size = sizes.count(ino) ? sizes[ino] : 0;
+    SEPFS_RETURN_IF_ERROR(
+        FixPointers(ino, blocks, min_size, &dropped, &old_blocks, &new_blocks, &old_size));
+    kv::InodeRecord ir;
+    const bool regular = meta_->GetInode(ino, &ir).ok() && S_ISREG(ir.mode);
+    if (old_size < min_size) {
+      Change(Describe(ino) + ": size " + std::to_string(old_size) + " -> " +
+             std::to_string(min_size) + " (blocks past the end verify: the size had been lost)");
+    }
+    std::string line = Describe(ino) + ": ";
+    if (blocks.empty()) {
+      if (dropped == 0 && old_blocks == new_blocks) continue;
+      line += "allocation count " + std::to_string(old_blocks) + " -> " +
+              std::to_string(new_blocks) + " sectors (block pointers were lost)";
+    } else {
+      std::map<std::string, std::vector<uint64_t>> by_reason;
+      for (const auto& [b, why] : blocks) by_reason[why].push_back(b);
+      line += "dropped " + std::to_string(dropped) + " block pointer" + (dropped == 1 ? "" : "s");
+      for (const auto& [why, list] : by_reason) {
+        line += "; " + why + ": block" + (list.size() == 1 ? " " : "s ");
+        for (size_t i = 0; i < list.size() && i < 16; i++) {
+          line += (i ? "," : "") + std::to_string(list[i]);
+        }
+        if (list.size() > 16) line += ",... (" + std::to_string(list.size()) + ")";
+      }
+      if (regular) line += "; the blocks read as zeros now";
+    }
+    Change(line);
+    SEPFS_RETURN_IF_ERROR(Commit(true));
+  }
+  SEPFS_RETURN_IF_ERROR(Commit(true));
+
+  // Unreachable inodes: those no entry names go to lost+found; when every
+  // one is named from inside an unreachable directory (a cycle), the
+  // smallest such directory is cut out of it.
+  if (unreachable && !root_missing) {
+    bool moved = false;
+    for (const FsckFinding* f : moves) {
+      if (f->value == 0) {
+        SEPFS_RETURN_IF_ERROR(MoveToLostFound(f->ino, 0, ""));
+        moved = true;
+      }
+    }
+    if (!moved) {
+      for (const FsckFinding* f : moves) {
+        if (!f->key.empty()) {
+          SEPFS_RETURN_IF_ERROR(MoveToLostFound(f->ino, f->value, f->key));
+          break;
+        }
+      }
+    }
+  }
+  SEPFS_RETURN_IF_ERROR(Commit(true));
+  SEPFS_RETURN_IF_ERROR(meta_->Sync());
+
+  // Damaged segments nothing points into any more (after a verified check,
+  // the pointers that remain are exactly those counted live).
+  if (verified) {
+    for (const auto& f : r.findings) {
+      if (f.kind != FsckKind::kSegmentDamaged || r.live.count(static_cast<uint32_t>(f.value))) {
+        continue;
+      }
+      Status st = store_->vlog()->DeleteSegment(static_cast<uint32_t>(f.value));
+      if (st.ok()) {
+        Change("deleted segment " + std::to_string(f.value) +
+               " (damaged header; no pointer names it any more)");
+      } else if (progress_) {
+        progress_("cannot delete damaged segment " + std::to_string(f.value) + ": " +
+                  st.ToString());
+      }
+    }
+    SEPFS_RETURN_IF_ERROR(store_->vlog()->Sync());
+  }
+  *changed = rep_->changes.size() != before;
+  return Status::OK();
+}
+
+Status Repairer::RewriteCounters(bool asked) {
+  uint64_t clean = 0;
+  Status st = meta_->GetCounter("clean", &clean);
+  if (st.IsNotFound() || (st.ok() && !clean)) return Status::OK();  // the mount rebuilds
+  if (!st.ok()) return st;
+  if (!asked && !rep_->changed()) return Status::OK();
+  std::map<uint32_t, uint64_t> live;
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(std::string(1, kv::kTagBlock),
+                                          [&](std::string_view, std::string_view value) {
+                                            vlog::BlockPtr p;
+                                            if (kv::DecodeBlockValue(value, &p).ok()) {
+                                              live[p.segment] += p.record_size();
+                                            }
+                                            return true;
+                                          }));
+  std::vector<vlog::SegmentInfo> segs = store_->vlog()->Segments();
+  for (auto& s : segs) s.live_bytes = live.count(s.id) ? live[s.id] : 0;
+  const std::string want = EncodeSegmentUsage(segs);
+  std::string have;
+  st = meta_->Get(kv::CounterKey(kSegmentUsageCounter), &have);
+  if (!st.ok() && !st.IsNotFound()) return st;
+  if (st.ok() && have == want) return Status::OK();
+  std::vector<std::pair<uint32_t, uint64_t>> old;
+  size_t differ = segs.size();
+  if (st.ok() && DecodeSegmentUsage(have, &old).ok()) {
+    std::map<uint32_t, uint64_t> old_map(old.begin(), old.end());
+    differ = 0;
+    for (const auto& s : segs) differ += !old_map.count(s.id) || old_map[s.id] != s.live_bytes;
+  }
+  batch_.Put(kv::CounterKey(kSegmentUsageCounter), want);
+  SEPFS_RETURN_IF_ERROR(Commit(true));
+  if (differ > 0 || asked) {
+    Change("rewrote the persisted live counters of " + std::to_string(segs.size()) +
+           " segments from a recount (" + std::to_string(differ) + " differed)");
+  }
+  return Status::OK();
+}
+
+Status Repairer::Run() {
+  SEPFS_RETURN_IF_ERROR(OpenStore());
+  FsckReport r;
+  SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));
+  bool corrupt = false;
+  for (const auto& f : r.findings) corrupt |= f.kind == FsckKind::kMetaCorrupt;
+  if (corrupt && !rep_->leveldb_repaired) {
+    rep_->before = std::move(r);
+    store_.reset();
+    meta_ = nullptr;
+    SEPFS_RETURN_IF_ERROR(RepairLevelDb("reading it reported corruption"));
+    SEPFS_RETURN_IF_ERROR(OpenStore());
+    r = FsckReport();
+    if (progress_) progress_("checking again after leveldb::RepairDB");
+    SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));
+  } else if (rep_->before.findings.empty()) {
+    rep_->before = r;
+  } else {  // the open failed and RepairDB ran: keep that finding, add these
+    for (const auto& f : r.findings) {
+      (f.error ? rep_->before.errors : rep_->before.notes).push_back(f.message);
+      rep_->before.findings.push_back(f);
+    }
+  }
+  LearnPaths(r);
+
+  for (int pass = 1; pass <= kMaxPasses; pass++) {
+    if (pass > 1) {
+      r = FsckReport();
+      FsckOptions quick;
+      quick.verify_data = false;
+      SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), quick, &r, progress_));
+    }
+    if (r.findings.empty()) break;
+    if (progress_) {
+      progress_("repair pass " + std::to_string(pass) + ": " + std::to_string(r.findings.size()) +
+                " problems");
+    }
+    bool changed = false;
+    SEPFS_RETURN_IF_ERROR(Apply(r, pass == 1, &changed));
+    if (!changed) break;
+  }
+  SEPFS_RETURN_IF_ERROR(RewriteCounters(counters_asked_));
+  SEPFS_RETURN_IF_ERROR(meta_->Sync());
+  if (progress_) progress_("checking the repaired store");
+  return Fsck(store_.get(), &rep_->after, progress_);
+}
+
+}  // namespace
+
+Status Repair(const std::string& dir, const StoreOptions& options, RepairReport* report,
+              const FsckProgress& progress) {
+  Repairer r(dir, options, report, progress);
+  return r.Run();
+}
+
+}  // namespace sepfs::fs

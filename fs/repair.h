@@ -1,0 +1,56 @@
+// Repair: fixes what Fsck (fs/fsck.h) finds in an unmounted store.
+//
+// Repair opens the store itself (taking its lock) and works in passes: a
+// full check (every record verified), then fixes for its findings, then
+// quick namespace checks and fixes until nothing is left or no fix applies,
+// then a final full check (RepairReport::after). What it does per finding:
+//
+//   bad block pointer (undecodable, record missing or not verifying,
+//     segment missing, beyond EOF, of a missing or non-regular inode)
+//                          delete the pointer: the block becomes a hole
+//   allocation count       set st_blocks to what the pointers hold
+//   entry naming a missing inode, in a non-directory, naming the root, or
+//     a second entry of a directory      delete the entry
+//   entry type wrong       rewrite the entry with the inode's type
+//   unreachable inode      entry "#<ino>" in /lost+found (created 0700)
+//   wrong link count       set it (after the moves above)
+//   orphan                 reclaim: inode, pointers, xattrs, symlink, key
+//   orphan key of a missing or linked inode   delete the key
+//   xattr / symlink target of a missing inode delete
+//   symlink without target delete the inode (its entries go next pass)
+//   symlink size wrong     set it to the target's length
+//   inode counter too low  raise it above every inode
+//   damaged segment header delete the segment once no pointer names it
+//   persisted segment live counters (clean store) rewrite from a recount
+//   LevelDB corruption     leveldb::RepairDB on STORE/meta, then all above
+//
+// Each fix is one atomic LevelDB batch (several fixes may share one);
+// everything is synced before Repair returns. Every change is reported as
+// one line in RepairReport::changes, naming the inode (and its path when it
+// was reachable), the key or the segment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fs/fsck.h"
+#include "fs/store.h"
+
+namespace sepfs::fs {
+
+struct RepairReport {
+  FsckReport before;                 // the first check
+  FsckReport after;                  // the final check, after repairing
+  std::vector<std::string> changes;  // what was changed, in order
+  bool leveldb_repaired = false;     // leveldb::RepairDB ran
+  bool changed() const { return !changes.empty(); }
+};
+
+// Repairs the store in dir. Non-OK only for operational errors (the store
+// cannot be opened for a reason other than corruption, or writing fails);
+// problems that could not be fixed are left in report->after.errors.
+// progress gets a line per pass and now and then on large stores.
+Status Repair(const std::string& dir, const StoreOptions& options, RepairReport* report,
+              const FsckProgress& progress);
+
+}  // namespace sepfs::fs

@@ -1,0 +1,423 @@
+// fsck --repair (fs/repair.h): build a store with the Filesystem, close it,
+// damage it through the Store / MetaStore / segment files, repair, and
+// expect the report to name the change, a following check to be clean and
+// the surviving data to read back.
+#include "fs/repair.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "fs_test_util.h"
+
+namespace sepfs::fs::testing {
+namespace {
+
+class RepairTest : public FsTest {
+ protected:
+  std::unique_ptr<Store> OpenStore() {
+    std::unique_ptr<Store> s;
+    Status st = Store::Open(store_dir_, StoreOptions{}, &s);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return s;
+  }
+
+  // Applies one batch to the closed store.
+  void Damage(const std::function<void(kv::MetaStore*, kv::Batch*)>& fn) {
+    auto s = OpenStore();
+    ASSERT_TRUE(s);
+    kv::Batch b;
+    fn(s->meta(), &b);
+    ASSERT_OK(s->meta()->Write(&b, /*sync=*/true));
+  }
+
+  vlog::BlockPtr Pointer(uint64_t ino, uint64_t block) {
+    auto s = OpenStore();
+    vlog::BlockPtr p;
+    std::string raw;
+    EXPECT_OK(s->meta()->Get(kv::BlockKey(ino, block), &raw));
+    EXPECT_OK(kv::DecodeBlockValue(raw, &p));
+    return p;
+  }
+
+  std::string SegmentPath(uint32_t id) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/seg-%08u.vlog", id);
+    return VlogDir(store_dir_) + name;
+  }
+
+  void FlipByte(const std::string& path, uint64_t offset) {
+    int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << path;
+    char c = 0;
+    ASSERT_EQ(::pread(fd, &c, 1, static_cast<off_t>(offset)), 1);
+    c ^= 0x5a;
+    ASSERT_EQ(::pwrite(fd, &c, 1, static_cast<off_t>(offset)), 1);
+    ::close(fd);
+  }
+
+  // Runs the repair on the closed store; expects it to leave nothing behind
+  // and a following check (and the mount's view) to be clean.
+  void RepairClean(RepairReport* rep) {
+    ASSERT_FALSE(fs_) << "close the Filesystem first";
+    ASSERT_OK(Repair(store_dir_, StoreOptions{}, rep, nullptr));
+    for (const auto& e : rep->after.errors) ADD_FAILURE() << "left after repair: " << e;
+    FsckReport again;
+    RunFsck(&again);
+    for (const auto& e : again.errors) ADD_FAILURE() << "fsck after repair: " << e;
+    for (const auto& n : again.notes) ADD_FAILURE() << "fsck note after repair: " << n;
+  }
+
+  static std::string Changes(const RepairReport& rep) {
+    std::string all;
+    for (const auto& c : rep.changes) all += c + "\n";
+    return all;
+  }
+
+  static bool HasKind(const FsckReport& rep, FsckKind kind) {
+    for (const auto& f : rep.findings) {
+      if (f.kind == kind) return true;
+    }
+    return false;
+  }
+
+  void WriteFile(uint64_t ino, const std::string& data) {
+    ASSERT_OK(fs_->Write(ino, 0, data));
+    ASSERT_OK(fs_->Fsync(ino, false));
+  }
+};
+
+TEST_F(RepairTest, CleanStoreIsLeftAlone) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(1, 100000));
+  CloseFs();
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(rep.before.errors.empty());
+  EXPECT_FALSE(rep.changed()) << Changes(rep);
+  EXPECT_FALSE(rep.leveldb_repaired);
+}
+
+TEST_F(RepairTest, FlippedDataByteDropsThatPointerOnly) {
+  const uint32_t bs = block_size();
+  const uint64_t d = Mkdir(kRoot, "dir");
+  const uint64_t f = Create(d, "f");
+  const std::string data = Payload(2, 4 * bs);
+  WriteFile(f, data);
+  const uint64_t other = Create(kRoot, "other");
+  const std::string other_data = Payload(3, 2 * bs);
+  WriteFile(other, other_data);
+  CloseFs();
+  const vlog::BlockPtr p = Pointer(f, 1);
+  FlipByte(SegmentPath(p.segment), p.offset + vlog::kRecordHeaderSize + 100);
+
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kPointerBadRecord));
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("inode " + std::to_string(f) + " (/dir/f): dropped 1 block pointer"),
+            std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("record does not verify: block 1"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("rewrote the persisted live counters"), std::string::npos) << changes;
+
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  std::string want = data;
+  std::fill(want.begin() + bs, want.begin() + 2 * bs, '\0');
+  EXPECT_TRUE(ReadAll(f) == want);
+  EXPECT_TRUE(ReadAll(other) == other_data);
+  EXPECT_EQ(Attr(f).blocks, 3u * bs / 512);
+}
+
+TEST_F(RepairTest, DeletedSegmentTurnsItsBlocksIntoHoles) {
+  const uint32_t bs = block_size();
+  std::vector<uint64_t> inos;
+  std::vector<std::string> datas;
+  for (int i = 0; i < 6; i++) {  // 12 MiB over 4 MiB segments
+    inos.push_back(Create(kRoot, "f" + std::to_string(i)));
+    datas.push_back(Payload(10 + i, 32 * bs));
+    WriteFile(inos.back(), datas.back());
+  }
+  CloseFs();
+  const uint32_t victim = Pointer(inos[0], 0).segment;
+  // Which blocks lived in the victim segment.
+  std::vector<std::vector<bool>> lost(inos.size(), std::vector<bool>(32));
+  {
+    auto s = OpenStore();
+    for (size_t i = 0; i < inos.size(); i++) {
+      for (uint64_t b = 0; b < 32; b++) {
+        std::string raw;
+        vlog::BlockPtr p;
+        ASSERT_OK(s->meta()->Get(kv::BlockKey(inos[i], b), &raw));
+        ASSERT_OK(kv::DecodeBlockValue(raw, &p));
+        lost[i][b] = p.segment == victim;
+      }
+    }
+  }
+  ASSERT_EQ(::unlink(SegmentPath(victim).c_str()), 0);
+
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kPointerSegmentMissing));
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("segment " + std::to_string(victim) + " missing"), std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("inode " + std::to_string(inos[0]) + " (/f0): dropped"),
+            std::string::npos)
+      << changes;
+
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  bool some_intact = false;
+  for (size_t i = 0; i < inos.size(); i++) {
+    std::string want = datas[i];
+    bool intact = true;
+    for (uint64_t b = 0; b < 32; b++) {
+      if (lost[i][b]) {
+        std::fill(want.begin() + b * bs, want.begin() + (b + 1) * bs, '\0');
+        intact = false;
+      }
+    }
+    some_intact |= intact;
+    EXPECT_TRUE(ReadAll(inos[i]) == want) << "file f" << i;
+  }
+  EXPECT_TRUE(some_intact);
+}
+
+TEST_F(RepairTest, DanglingEntriesAndStrayRecordsAreDeleted) {
+  const uint64_t gone = Create(kRoot, "gone");
+  WriteFile(gone, Payload(4, 3 * block_size()));
+  const uint64_t typed = Create(kRoot, "typed");
+  WriteFile(typed, "hello");
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->Delete(kv::InodeKey(gone));                               // dangling entry, pointers
+    b->PutDentry(kRoot, "typed", kv::DirEntry{typed, S_IFDIR});  // wrong type
+    b->Put(kv::XattrKey(999999, "user.x"), "v");                 // xattr of a missing inode
+    b->Put(kv::SymlinkKey(999998), "/nowhere");                  // target of a missing inode
+    b->PutDentry(12345678, "x", kv::DirEntry{typed, S_IFREG});   // parent missing
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("deleted entry 'gone' of inode 1 (/): it named missing inode " +
+                         std::to_string(gone)),
+            std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("fixed the type of entry 'typed'"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("dropped 3 block pointers"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("xattr(999999"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("999998"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("parent is not an existing directory"), std::string::npos) << changes;
+
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  kv::InodeRecord r;
+  EXPECT_ERRNO(LookupNoRef(kRoot, "gone", &r), ENOENT);
+  EXPECT_EQ(ReadAll(InoOf(kRoot, "typed")), "hello");
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(kRoot, &list));
+  for (const auto& e : list) {
+    if (e.name == "typed") {
+      EXPECT_EQ(e.type, static_cast<uint32_t>(S_IFREG));
+    }
+  }
+}
+
+TEST_F(RepairTest, UnreachableInodesGoToLostFound) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t x = Create(d, "x");
+  WriteFile(x, Payload(5, 70000));
+  const uint64_t y = Create(kRoot, "y");
+  WriteFile(y, "why");
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->DeleteDentry(kRoot, "d");
+    b->DeleteDentry(kRoot, "y");
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kUnreachable));
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("created /lost+found"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("moved to /lost+found/#" + std::to_string(d)), std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("moved to /lost+found/#" + std::to_string(y)), std::string::npos)
+      << changes;
+
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const uint64_t lf = InoOf(kRoot, "lost+found");
+  const kv::InodeRecord lfa = Attr(lf);
+  EXPECT_TRUE(S_ISDIR(lfa.mode));
+  EXPECT_EQ(lfa.mode & 07777, 0700u);
+  EXPECT_EQ(lfa.nlink, 3u);  // . .. and #d
+  EXPECT_EQ(Attr(kRoot).nlink, 3u);
+  EXPECT_EQ(InoOf(lf, "#" + std::to_string(d)), d);
+  EXPECT_EQ(InoOf(d, "x"), x);
+  EXPECT_TRUE(ReadAll(x) == Payload(5, 70000));
+  EXPECT_EQ(ReadAll(InoOf(lf, "#" + std::to_string(y))), "why");
+  EXPECT_EQ(Attr(y).nlink, 1u);
+}
+
+TEST_F(RepairTest, DirectoryCycleIsCut) {
+  const uint64_t a = Mkdir(kRoot, "a");
+  const uint64_t b = Mkdir(a, "b");
+  const uint64_t f = Create(b, "f");
+  WriteFile(f, "in the cycle");
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* batch) {
+    batch->DeleteDentry(kRoot, "a");
+    batch->PutDentry(b, "loop", kv::DirEntry{a, S_IFDIR});
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("a directory cycle"), std::string::npos) << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const uint64_t lf = InoOf(kRoot, "lost+found");
+  EXPECT_EQ(InoOf(lf, "#" + std::to_string(a)), a);
+  EXPECT_EQ(ReadAll(InoOf(InoOf(a, "b"), "f")), "in the cycle");
+  EXPECT_EQ(Attr(b).nlink, 2u);
+}
+
+TEST_F(RepairTest, WrongLinkCountsAreSet) {
+  const uint64_t f = Create(kRoot, "f");
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Link(f, kRoot, "g", &r));
+  const uint64_t d = Mkdir(kRoot, "d");
+  Mkdir(d, "sub");
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord fr, dr;
+    ASSERT_OK(meta->GetInode(f, &fr));
+    ASSERT_OK(meta->GetInode(d, &dr));
+    fr.nlink = 5;
+    dr.nlink = 9;
+    b->PutInode(fr);
+    b->PutInode(dr);
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("link count 5 -> 2"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("inode " + std::to_string(d) + " (/d): link count 9 -> 3"),
+            std::string::npos)
+      << changes;
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(Attr(f).nlink, 2u);
+  EXPECT_EQ(Attr(d).nlink, 3u);
+}
+
+TEST_F(RepairTest, OrphansAreReclaimed) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(6, 3 * block_size()));
+  CloseFs();
+  // As after a crash with f unlinked but still open.
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord r;
+    ASSERT_OK(meta->GetInode(f, &r));
+    r.nlink = 0;
+    b->PutInode(r);
+    b->DeleteDentry(kRoot, "f");
+    b->Put(kv::OrphanKey(f), "");
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kOrphan));
+  EXPECT_NE(Changes(rep).find("reclaimed orphan inode " + std::to_string(f) +
+                              " (unlinked; 3 block pointers freed)"),
+            std::string::npos)
+      << Changes(rep);
+  auto s = OpenStore();
+  std::string raw;
+  EXPECT_TRUE(s->meta()->Get(kv::InodeKey(f), &raw).IsNotFound());
+  EXPECT_TRUE(s->meta()->Get(kv::BlockKey(f, 0), &raw).IsNotFound());
+}
+
+TEST_F(RepairTest, BadSegmentCountersAreRewritten) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(7, 5 * block_size()));
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    std::string raw;
+    ASSERT_OK(meta->Get(kv::CounterKey(kSegmentUsageCounter), &raw));
+    std::vector<std::pair<uint32_t, uint64_t>> segs;
+    ASSERT_OK(DecodeSegmentUsage(raw, &segs));
+    std::vector<vlog::SegmentInfo> bad;
+    for (const auto& [id, live] : segs) {
+      vlog::SegmentInfo s;
+      s.id = id;
+      s.live_bytes = live + 4096;
+      bad.push_back(s);
+    }
+    b->Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage(bad));
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
+  EXPECT_NE(Changes(rep).find("rewrote the persisted live counters"), std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == Payload(7, 5 * block_size()));
+}
+
+TEST_F(RepairTest, LostPointersFixTheAllocationCount) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(8, 4 * block_size()));
+  CloseFs();
+  // A pointer lost with its LevelDB block: only st_blocks tells.
+  Damage([&](kv::MetaStore*, kv::Batch* b) { b->DeleteBlock(f, 2); });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kBlockCount));
+  EXPECT_NE(Changes(rep).find("inode " + std::to_string(f) + " (/f): allocation count"),
+            std::string::npos)
+      << Changes(rep);
+}
+
+TEST_F(RepairTest, LostSizeUpdateIsRestoredFromVerifiedBlocks) {
+  const uint32_t bs = block_size();
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(9, 3 * bs - 10);
+  WriteFile(f, data);
+  CloseFs();
+  // As when LevelDB repair resurrects an older inode record.
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord r;
+    ASSERT_OK(meta->GetInode(f, &r));
+    r.size = 100;
+    r.blocks = 0;
+    b->PutInode(r);
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kPointerBeyondEof));
+  EXPECT_NE(Changes(rep).find("inode " + std::to_string(f) + " (/f): size 100 -> " +
+                              std::to_string(data.size())),
+            std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == data);
+}
+
+TEST_F(RepairTest, DamagedSegmentHeaderIsDeletedAfterItsPointers) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(11, 2 * block_size()));
+  CloseFs();
+  const uint32_t seg = Pointer(f, 0).segment;
+  FlipByte(SegmentPath(seg), 20);  // inside the header's create_time
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentDamaged));
+  EXPECT_NE(Changes(rep).find("deleted segment " + std::to_string(seg) + " (damaged header"),
+            std::string::npos)
+      << Changes(rep);
+  EXPECT_NE(::access(SegmentPath(seg).c_str(), F_OK), 0);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == std::string(2 * block_size(), '\0'));
+}
+
+}  // namespace
+}  // namespace sepfs::fs::testing
