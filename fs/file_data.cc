@@ -51,7 +51,10 @@ Status Filesystem::AvailableBytes(uint64_t* out) {
 bool Filesystem::SpaceLow() {
   uint64_t avail = 0;
   if (!AvailableBytes(&avail).ok()) return false;
-  const uint64_t low_water = 2 * store_->super().segment_size;
+  // Enough headroom that writers rarely wait for the collector: four
+  // segments, or 5% of a capacity-limited store.
+  const uint64_t low_water =
+      std::max(4 * store_->super().segment_size, store_->super().capacity / 20);
   return avail < low_water;
 }
 

@@ -33,8 +33,11 @@ struct GcOptions {
   std::string mode = "hotcold";  // hotcold | wisckey | off
   std::string picker;            // greedy | cost-benefit | oldest; "" = mode default
   double interval_sec = 1.0;
-  double trigger_garbage_ratio = 0.25;  // of all sealed bytes
-  double min_segment_garbage_ratio = 0.3;  // a victim's own garbage ratio
+  // Lazy on purpose: a hot segment collected early still holds blocks that
+  // are about to die, and copying them is the write amplification hot/cold
+  // separation is meant to avoid. Space pressure collects any garbage.
+  double trigger_garbage_ratio = 0.5;      // of all sealed bytes
+  double min_segment_garbage_ratio = 0.5;  // a victim's own garbage ratio
   double idle_sec = 10.0;
   uint64_t max_bytes_per_sec = 0;  // 0 = unlimited
 };

@@ -53,7 +53,10 @@ constexpr const char* kMountUsage =
     "  -d   debug: trace FUSE requests (implies -f)\n"
     "  -o   options: allow_other, ro, nowriteback, noreaddirplus, noparallel_dirops,\n"
     "       nodefault_permissions, max_write=BYTES, attr_timeout=SEC, entry_timeout=SEC,\n"
-    "       flush_interval=SEC, cache_mb=N, threads=N, and the generic FUSE/mount options\n"
+    "       flush_interval=SEC, cache_mb=N, threads=N,\n"
+    "       gc=hotcold|wisckey|off, gc_picker=greedy|cost-benefit|oldest,\n"
+    "       noprefetch_seq, noprefetch_dir, prefetch_threads=N, data_cache_mb=N,\n"
+    "       and the generic FUSE/mount options\n"
     "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 
 constexpr const char* kFsckUsage =
