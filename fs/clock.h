@@ -3,6 +3,9 @@
 
 #include <time.h>
 
+#include <chrono>
+#include <cstdint>
+
 #include "kvstore/records.h"
 
 namespace sepfs::fs {
@@ -11,6 +14,13 @@ inline kv::Timespec Now() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return kv::Timespec{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
+}
+
+// Monotonic microseconds, for durations and idle detection.
+inline uint64_t MonotonicMicros() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 inline struct timespec ToTimespec(const kv::Timespec& t) {

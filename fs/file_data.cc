@@ -25,12 +25,6 @@ namespace {
 
 uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
 
-uint64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Status Filesystem::AvailableBytes(uint64_t* out) {
@@ -59,7 +53,7 @@ bool Filesystem::SpaceLow() {
 }
 
 Status Filesystem::HaveSpace(uint64_t bytes) {
-  last_write_us_ = NowMicros();
+  last_write_us_ = MonotonicMicros();
   const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (bool refresh = false;; refresh = true) {

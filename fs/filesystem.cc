@@ -100,11 +100,8 @@ Status Filesystem::StartGc() {
   GarbageCollector::Hooks hooks;
   hooks.space_low = [this] { return SpaceLow(); };
   hooks.idle_micros = [this] {
-    const auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::steady_clock::now().time_since_epoch())
-                         .count();
-    const uint64_t last = last_write_us_.load();
-    return static_cast<uint64_t>(now) > last ? static_cast<uint64_t>(now) - last : 0;
+    const uint64_t now = MonotonicMicros(), last = last_write_us_.load();
+    return now > last ? now - last : 0;
   };
   hooks.space_changed = [this] {
     std::lock_guard<std::mutex> l(space_wait_mu_);

@@ -1,16 +1,10 @@
 #include "fs/gc_index.h"
 
-#include <chrono>
+#include "fs/clock.h"
 
 namespace sepfs::fs {
 
 namespace {
-
-uint64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Status Current(kv::MetaStore* meta, uint64_t inode, uint64_t block, vlog::BlockPtr* p,
                bool* present) {
@@ -42,7 +36,7 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
                                std::vector<bool>* swapped) {
   swapped->assign(relocs.size(), false);
   std::lock_guard<std::mutex> l(*ptr_mu_);
-  const uint64_t start = NowMicros();
+  const uint64_t start = MonotonicMicros();
   kv::Batch b;
   for (size_t i = 0; i < relocs.size(); i++) {
     const auto& r = relocs[i];
@@ -55,16 +49,16 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
     }
   }
   Status st = b.empty() ? Status::OK() : meta_->Write(&b, /*sync=*/true);
-  NoteHold(NowMicros() - start);
+  NoteHold(MonotonicMicros() - start);
   if (!st.ok()) swapped->assign(relocs.size(), false);
   return st;
 }
 
 Status FsGcIndex::Quiesce(const std::function<Status()>& fn) {
   std::unique_lock<std::shared_mutex> l(*seg_mu_);
-  const uint64_t start = NowMicros();
+  const uint64_t start = MonotonicMicros();
   Status st = fn();
-  NoteHold(NowMicros() - start);
+  NoteHold(MonotonicMicros() - start);
   return st;
 }
 
