@@ -16,8 +16,10 @@ struct MountOptions {
   bool default_permissions = true; // nodefault_permissions
   bool read_only = false;          // ro (also passed on)
   unsigned max_write = 1u << 20;   // max_write=BYTES
-  double attr_timeout = 10.0;      // attr_timeout=SEC
-  double entry_timeout = 10.0;     // entry_timeout=SEC
+  // Every change to the namespace and attributes goes through this mount,
+  // and the kernel invalidates what it changes, so long timeouts are safe.
+  double attr_timeout = 60.0;      // attr_timeout=SEC
+  double entry_timeout = 60.0;     // entry_timeout=SEC
   double flush_interval = 5.0;     // flush_interval=SEC
   unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
   unsigned threads = 8;            // threads=N: FUSE worker threads
