@@ -17,12 +17,7 @@ namespace {
 
 using testing::Payload;
 
-struct Written {
-  BlockPtr ptr;
-  uint64_t inode;
-  uint64_t block;
-  std::string data;
-};
+using testing::Written;
 
 // Counts directory syncs; fails RemoveFile while fail_remove is set.
 class CountingEnv : public EnvWrapper {
@@ -54,17 +49,9 @@ class GcValueLogTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   Written Put(Stream stream, uint64_t inode, uint64_t block, size_t size) {
-    Written w{{}, inode, block, Payload(inode * 1000003 + block, size)};
-    Status st = vlog_->Append(stream, inode, block, w.data, &w.ptr);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return w;
+    return testing::PutRecord(vlog_.get(), stream, inode, block, size, 1000003);
   }
-  Status ReadBack(const Written& w) {
-    std::string buf(w.data.size(), '\0');
-    Status st = vlog_->Read(w.ptr, w.inode, w.block, buf.data());
-    if (st.ok() && buf != w.data) return Status::IOError("wrong bytes returned");
-    return st;
-  }
+  Status ReadBack(const Written& w) { return testing::ReadBack(vlog_.get(), w); }
   std::map<uint32_t, SegmentInfo> SegmentMap() {
     std::map<uint32_t, SegmentInfo> m;
     for (const SegmentInfo& s : vlog_->Segments()) m[s.id] = s;

@@ -17,12 +17,7 @@ namespace {
 
 using testing::Payload;
 
-struct Written {
-  BlockPtr ptr;
-  uint64_t inode;
-  uint64_t block;
-  std::string data;
-};
+using testing::Written;
 
 // Fails File::Write with ENOSPC while `fail_writes` is set; with
 // `partial_writes`, writes half of the data before failing.
@@ -87,17 +82,9 @@ class ValueLogFaultTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   Written Put(Stream stream, uint64_t inode, uint64_t block, size_t size) {
-    Written w{{}, inode, block, Payload(inode * 7919 + block, size)};
-    Status st = vlog_->Append(stream, inode, block, w.data, &w.ptr);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return w;
+    return testing::PutRecord(vlog_.get(), stream, inode, block, size, 7919);
   }
-  Status ReadBack(const Written& w) {
-    std::string buf(w.data.size(), '\0');
-    Status st = vlog_->Read(w.ptr, w.inode, w.block, buf.data());
-    if (st.ok() && buf != w.data) return Status::IOError("wrong bytes returned");
-    return st;
-  }
+  Status ReadBack(const Written& w) { return testing::ReadBack(vlog_.get(), w); }
   std::string SegPath(uint32_t id) { return dir_ + "/" + SegmentFileName(id); }
   void FlipByte(uint32_t seg, uint64_t off) {
     int fd = ::open(SegPath(seg).c_str(), O_RDWR);

@@ -20,12 +20,7 @@ namespace {
 
 using testing::Payload;
 
-struct Written {
-  BlockPtr ptr;
-  uint64_t inode;
-  uint64_t block;
-  std::string data;
-};
+using testing::Written;
 
 class ValueLogTest : public ::testing::Test {
  protected:
@@ -38,10 +33,7 @@ class ValueLogTest : public ::testing::Test {
   void Reopen() { OpenLog(options_.segment_size, options_.append_buffer_size); }
 
   Written Put(Stream stream, uint64_t inode, uint64_t block, size_t size) {
-    Written w{{}, inode, block, Payload(inode * 1000003 + block, size)};
-    Status st = vlog_->Append(stream, inode, block, w.data, &w.ptr);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    return w;
+    return testing::PutRecord(vlog_.get(), stream, inode, block, size, 1000003);
   }
 
   void ExpectReadable(const Written& w) {
