@@ -168,6 +168,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   }
   std::lock_guard<std::mutex> pl(ptr_mu_);
   const uint64_t ino = in->ino;
+  const uint64_t drops = vlog_->DropCount();
   // Old pointers of the dirty blocks: one range scan when they are dense.
   std::map<uint64_t, vlog::BlockPtr> old;
   auto note_old = [&](std::string_view key, std::string_view value) {
@@ -216,6 +217,11 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     r.blocks += Sectors(len);
   }
   if (st.ok()) st = sync ? vlog_->Sync() : vlog_->Flush();
+  // A concurrent failed flush (e.g. of the GC's copies) may have dropped our
+  // buffered records too; never install pointers that may dangle.
+  if (st.ok() && vlog_->DropCount() != drops) {
+    st = Status::IOError("vlog: buffered records were dropped by a failed write");
+  }
   if (st.ok()) {
     batch.PutInode(r);
     st = meta_->Write(&batch, sync);
@@ -234,7 +240,11 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   dirty_total_ -= in->dirty_bytes;
   in->dirty.clear();
   in->dirty_bytes = 0;
-  if (st.ok()) in->attr_dirty = false;
+  if (st.ok()) {
+    in->attr_dirty = false;
+  } else if (in->write_error == 0) {
+    in->write_error = st.err();  // reported by the next flush/fsync/close
+  }
   return st;
 }
 
@@ -247,11 +257,20 @@ vlog::Stream Filesystem::StreamFor(Inode* in) {
   return gc_ ? gc_->UserStream(in->temperature == 1) : vlog::Stream::kHot;
 }
 
+Status Filesystem::TakeWriteError(Inode* in, Status st) {
+  if (st.ok() && in->write_error != 0) {
+    st = Status::FromErrno(in->write_error, "inode " + std::to_string(in->ino) +
+                                                ": an earlier background flush failed");
+  }
+  in->write_error = 0;
+  return st;
+}
+
 Status Filesystem::Flush(uint64_t ino) {
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
-  return FlushLocked(in.get(), /*sync=*/false);
+  return TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/false));
 }
 
 Status Filesystem::Fsync(uint64_t ino, bool datasync) {
@@ -259,7 +278,7 @@ Status Filesystem::Fsync(uint64_t ino, bool datasync) {
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
-  SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/true));
+  SEPFS_RETURN_IF_ERROR(TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/true)));
   return meta_->Sync();
 }
 
@@ -318,14 +337,37 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           dirty_total_ -= d->second.size() - tail;
           d->second.resize(tail);
         }
-      } else {
+      }
+      // A flushed record longer than the new size is rewritten shortened in
+      // this same batch: left in place, its cut bytes would come back if the
+      // file grew again and the daemon died before the next flush.
+      std::string raw;
+      vlog::BlockPtr old;
+      Status st = meta_->Get(kv::BlockKey(in->ino, last), &raw);
+      if (!st.ok() && !st.IsNotFound()) return st;
+      if (st.ok() && kv::DecodeBlockValue(raw, &old).ok() && old.length > tail) {
         std::string buf;
-        SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
-        if (buf.size() > tail) {
-          buf.resize(tail);
-          in->dirty_bytes += buf.size();
-          dirty_total_ += buf.size();
-          in->dirty.emplace(last, std::move(buf));
+        if (d != in->dirty.end()) {
+          buf = d->second;
+        } else {
+          SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
+          if (buf.size() > tail) buf.resize(tail);
+        }
+        const uint64_t drops = vlog_->DropCount();
+        vlog::BlockPtr np;
+        SEPFS_RETURN_IF_ERROR(vlog_->Append(StreamFor(in), in->ino, last, buf, &np));
+        SEPFS_RETURN_IF_ERROR(vlog_->Flush());
+        if (vlog_->DropCount() != drops) {
+          return Status::IOError("vlog: buffered records were dropped by a failed write");
+        }
+        b->PutBlock(in->ino, last, np);
+        released->push_back(old);
+        in->rec.blocks -= std::min(in->rec.blocks, Sectors(old.length));
+        in->rec.blocks += Sectors(np.length);
+        if (d != in->dirty.end()) {
+          in->dirty_bytes -= d->second.size();
+          dirty_total_ -= d->second.size();
+          in->dirty.erase(d);
         }
       }
     }

@@ -346,6 +346,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_size && !S_ISREG(in->rec.mode)) {
     return Status::FromErrno(IsDir(in->rec.mode) ? EISDIR : EINVAL, "truncate of non-file");
   }
+  if (req.set_size && req.size > MaxFileSize()) return Status::FromErrno(EFBIG, "size too large");
   const kv::InodeRecord saved = in->rec;
   kv::InodeRecord& r = in->rec;
   const kv::Timespec now = Now();
@@ -357,7 +358,6 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_uid) r.uid = req.uid;
   if (req.set_gid) r.gid = req.gid;
   if (req.set_size) {
-    if (req.size > MaxFileSize()) return Status::FromErrno(EFBIG, "size too large");
     Status st = TruncateLocked(in.get(), req.size, &b, &released);
     if (!st.ok()) {
       r = saved;
@@ -763,7 +763,7 @@ Status Filesystem::Release(uint64_t ino) {
   Status st;
   {
     std::lock_guard<std::mutex> il(in->mu);
-    if (in->rec.nlink > 0) st = FlushLocked(in.get(), /*sync=*/false);
+    if (in->rec.nlink > 0) st = TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/false));
   }
   bool evict;
   {

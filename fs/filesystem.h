@@ -201,6 +201,8 @@ class Filesystem {
   // Data path (Inode::mu held).
   Status LoadBlock(Inode* in, uint64_t block, std::string* out);
   Status FlushLocked(Inode* in, bool sync);
+  // st, or else the inode's pending write error (cleared either way).
+  Status TakeWriteError(Inode* in, Status st);
   Status TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
                         std::vector<vlog::BlockPtr>* released);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len);

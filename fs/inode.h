@@ -27,6 +27,7 @@ struct Inode {
   uint64_t dirty_bytes = 0;
   uint64_t parent = 0;
   bool dead = false;    // reclaimed: never flushed again
+  int write_error = 0;  // errno of a failed flush not yet reported (errseq)
   int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold  // directories: parent ino when known (for "..")
 
   // Guarded by Filesystem::table_mu_.

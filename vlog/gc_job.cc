@@ -117,6 +117,7 @@ Status Job::RelocateBatch() {
       if (vlog_->Probe(r.to, r.inode, r.block).ok()) vlog_->Release(r.to);
     }
   };
+  const uint64_t drops = vlog_->DropCount();
   for (Pending& p : batch) {
     Status st = vlog_->Append(o_.dest, p.r.inode, p.r.block, p.data, &p.r.to);
     if (!st.ok()) {
@@ -128,6 +129,9 @@ Status Job::RelocateBatch() {
     std::string().swap(p.data);
   }
   Status st = vlog_->Sync();
+  if (st.ok() && vlog_->DropCount() != drops) {
+    st = Status::IOError("a failed vlog write dropped buffered records");
+  }
   if (!st.ok()) {
     release_copies();
     return st.WithContext(Name() + ": syncing the copies");

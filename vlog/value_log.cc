@@ -77,6 +77,8 @@ class ValueLog::Impl {
   void EnsureSeqAbove(uint64_t seq);
   const std::string& dir() const { return dir_; }
 
+  uint64_t DropCount() const { return drops_.load(std::memory_order_acquire); }
+
  private:
   struct StreamState {
     std::mutex mu;
@@ -108,6 +110,7 @@ class ValueLog::Impl {
   Env* const env_;
   const std::string dir_;
 
+  std::atomic<uint64_t> drops_{0};  // buffers dropped after a failed write
   mutable std::shared_mutex segs_mu_;
   std::map<uint32_t, std::shared_ptr<Segment>> segs_;  // guarded by segs_mu_
   uint64_t next_id_ = 1;                                // guarded by segs_mu_
@@ -287,6 +290,7 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     if (!tr.ok()) Log("truncate after a failed flush: " + tr.ToString());
     seg.size.store(off, std::memory_order_release);
     SubtractLive(seg, s.buf.size());
+    drops_.fetch_add(1, std::memory_order_acq_rel);
     Log(SegName(seg.id) + ": dropped " + std::to_string(s.buf.size()) +
         " buffered bytes after a failed write: " + st.ToString());
   }
@@ -704,6 +708,8 @@ void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
 void ValueLog::ResetLive() { impl_->ResetLive(); }
 std::vector<SegmentInfo> ValueLog::Segments() const { return impl_->Segments(); }
+uint64_t ValueLog::DropCount() const { return impl_->DropCount(); }
+
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn) { return impl_->ScanSegment(id, fn); }

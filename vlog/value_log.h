@@ -145,6 +145,13 @@ class ValueLog {
   // Zeroes every live count (before a rebuild with AddLive).
   void ResetLive();
 
+  // How many append buffers were dropped after a failed write. A Flush or
+  // Sync that returns OK does not prove that records appended earlier by
+  // this caller reached the file: another thread's failed flush may have
+  // dropped them. Callers compare DropCount() taken before their first
+  // Append with the value after their Flush/Sync; a change means failure.
+  uint64_t DropCount() const;
+
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   // Total bytes of all segment files (buffers included).

@@ -544,5 +544,24 @@ TEST_F(DataTest, LargeFileDefaultBlocks) {
   ExpectFsckClean();
 }
 
+// Truncating into the middle of a flushed block rewrites that block in the
+// truncate's own batch: no persisted pointer may keep the cut bytes, or
+// growing the file again and dying before a flush would bring them back.
+TEST_F(FsTest, TruncateRewritesTheCutLastBlockAtOnce) {
+  const uint64_t ino = Create(kRoot, "t");
+  ASSERT_OK(fs_->Write(ino, 0, Payload(3, 64 * 1024)));
+  ASSERT_OK(fs_->Flush(ino));
+  SetSize(ino, 10 * 1024);
+  SetSize(ino, 64 * 1024);
+  std::string raw;
+  ASSERT_OK(fs_->store()->meta()->Get(kv::BlockKey(ino, 0), &raw));
+  vlog::BlockPtr p;
+  ASSERT_OK(kv::DecodeBlockValue(raw, &p));
+  EXPECT_EQ(p.length, 10u * 1024);
+  std::string want = Payload(3, 64 * 1024).substr(0, 10 * 1024);
+  want.resize(64 * 1024, '\0');
+  EXPECT_EQ(ReadAll(ino), want);
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing
