@@ -179,6 +179,21 @@ TEST_F(ErrorTest, VlogEnospcReachesFsyncAndStoreStaysConsistent) {
   EXPECT_EQ(gotb.substr(0, c.size()), c);
 }
 
+// A background flush (timer, memory pressure) that fails drops the dirty
+// data; the error must reach the next fsync (once), never a false success.
+TEST_F(ErrorTest, FailedBackgroundFlushIsReportedByTheNextFsync) {
+  const uint64_t ib = CreateOpen(kRoot, "b");
+  ASSERT_OK(fs_->Write(ib, 0, Payload(31, 40000)));
+  model().FailNth(FaultOp::kWrite, FaultScope::kVlog, 1, ENOSPC);
+  EXPECT_ERRNO(fs_->FlushAll(/*sync=*/false), ENOSPC);  // what the flusher runs
+  EXPECT_EQ(model().injected(), 1u);
+  model().ClearFailures();
+  EXPECT_ERRNO(fs_->Fsync(ib, false), ENOSPC);
+  EXPECT_OK(fs_->Fsync(ib, false));  // reported once, like errseq
+  EXPECT_OK(fs_->Release(ib));
+  CloseFsckReopen();
+}
+
 TEST_F(ErrorTest, VlogEnospcReachesFlushAndRelease) {
   const std::string a = Payload(7, 9000);
   DurableFile("a", a);
