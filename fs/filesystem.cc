@@ -743,6 +743,10 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
       std::lock_guard<std::mutex> l(table_mu_);
       auto [it, inserted] = table_.emplace(r.ino, nullptr);
       if (inserted) it->second = std::make_shared<Inode>(r);
+      // Entries come from one directory: ".", when listed, names it.
+      if (S_ISDIR(r.mode) && !entries.empty() && entries[0].name == ".") {
+        it->second->parent = entries[0].ino;
+      }
       it->second->lookups++;
     }
   }

@@ -126,6 +126,25 @@ TEST_F(NamespaceTest, NameLength) {
   EXPECT_EQ(Names(list), (std::vector<std::string>{".", "..", ok}));
 }
 
+// A directory first seen through readdirplus (never looked up) still
+// reports its parent as "..".
+TEST_F(NamespaceTest, DotDotOfADirectoryFirstSeenByReadDirPlus) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t sub = Mkdir(d, "sub");
+  fs_->Forget(sub, 1);  // evicted: nothing in memory knows its parent now
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_OK(fs_->ReadDirPlus(list, 0, [](const DirListEntry&, const kv::InodeRecord&) {
+    return true;
+  }));
+  std::vector<DirListEntry> sublist;
+  ASSERT_OK(fs_->ListDir(sub, &sublist));
+  ASSERT_GE(sublist.size(), 2u);
+  EXPECT_EQ(sublist[1].name, "..");
+  EXPECT_EQ(sublist[1].ino, d);
+  fs_->Forget(sub, 1);
+}
+
 TEST_F(NamespaceTest, ParentNotADirectory) {
   const uint64_t f = Create(kRoot, "f");
   kv::InodeRecord r;
