@@ -19,40 +19,12 @@
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
 #include "fs/store.h"
+#include "tests/temp_dir.h"
 
 namespace sepfs::fs::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/sepfs-fs-test-XXXXXX";
-    char* p = mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    if (p != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-// Deterministic pseudo-random bytes for (seed, size).
-inline std::string Payload(uint64_t seed, size_t size) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + size);
-  std::string s(size, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using sepfs::testing::Payload;
+using sepfs::testing::TempDir;
 
 // Status assertions that print the whole status on failure and accept
 // streamed context: ASSERT_OK(st) << "while ...".

@@ -10,39 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/temp_dir.h"
 #include "vlog/value_log.h"
 
 namespace sepfs::testing {
-
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/sepfs-vlog-test-XXXXXX";
-    char* p = mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Deterministic pseudo-random bytes for (seed, size).
-inline std::string Payload(uint64_t seed, size_t size) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + size);
-  std::string s(size, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
-  return s;
-}
 
 // A record appended by a test, with what is needed to read it back.
 struct Written {
