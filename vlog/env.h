@@ -75,6 +75,30 @@ class Env {
   virtual Status FreeSpace(const std::string& path, uint64_t* avail, uint64_t* total) = 0;
 };
 
+// Forwards every call to a target File it owns; override just what a test
+// needs (the File twin of EnvWrapper).
+class FileWrapper : public File {
+ public:
+  explicit FileWrapper(std::unique_ptr<File> target) : target_(std::move(target)) {}
+  File* target() const { return target_.get(); }
+
+  Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
+    return target_->Read(off, n, buf, got);
+  }
+  Status Write(uint64_t off, std::string_view data) override { return target_->Write(off, data); }
+  Status Sync() override { return target_->Sync(); }
+  Status Size(uint64_t* size) override { return target_->Size(size); }
+  Status Truncate(uint64_t size) override { return target_->Truncate(size); }
+  Status PunchHole(uint64_t off, uint64_t len) override { return target_->PunchHole(off, len); }
+  void Advise(uint64_t off, uint64_t len, int advice) override {
+    target_->Advise(off, len, advice);
+  }
+  const std::string& path() const override { return target_->path(); }
+
+ private:
+  std::unique_ptr<File> target_;
+};
+
 // Forwards every call to a target Env; override just what a test needs.
 class EnvWrapper : public Env {
  public:

@@ -133,29 +133,20 @@ class FaultEnv : public EnvWrapper {
   }
 
  private:
-  class FaultFile : public File {
+  class FaultFile : public FileWrapper {
    public:
-    FaultFile(FaultEnv* env, std::unique_ptr<File> f) : env_(env), f_(std::move(f)) {}
-    Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
-      return f_->Read(off, n, buf, got);
-    }
+    FaultFile(FaultEnv* env, std::unique_ptr<File> f) : FileWrapper(std::move(f)), env_(env) {}
     Status Write(uint64_t off, std::string_view data) override {
-      if (env_->fail_writes || (env_->fail_data_writes && off >= kSegmentHeaderSize)) return Status::FromErrno(ENOSPC, f_->path() + ": injected");
-      return f_->Write(off, data);
+      if (env_->fail_writes || (env_->fail_data_writes && off >= kSegmentHeaderSize)) return Status::FromErrno(ENOSPC, target()->path() + ": injected");
+      return target()->Write(off, data);
     }
     Status Sync() override {
-      if (env_->fail_sync) return Status::FromErrno(EIO, f_->path() + ": fdatasync: injected");
-      return f_->Sync();
+      if (env_->fail_sync) return Status::FromErrno(EIO, target()->path() + ": fdatasync: injected");
+      return target()->Sync();
     }
-    Status Size(uint64_t* size) override { return f_->Size(size); }
-    Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-    Status PunchHole(uint64_t off, uint64_t len) override { return f_->PunchHole(off, len); }
-    void Advise(uint64_t off, uint64_t len, int advice) override { f_->Advise(off, len, advice); }
-    const std::string& path() const override { return f_->path(); }
 
    private:
     FaultEnv* env_;
-    std::unique_ptr<File> f_;
   };
 };
 

@@ -59,9 +59,9 @@ class GateEnv : public EnvWrapper {
   }
 
  private:
-  class GateFile : public File {
+  class GateFile : public FileWrapper {
    public:
-    GateFile(GateEnv* env, std::unique_ptr<File> f) : env_(env), f_(std::move(f)) {}
+    GateFile(GateEnv* env, std::unique_ptr<File> f) : FileWrapper(std::move(f)), env_(env) {}
     Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
       {
         std::unique_lock<std::mutex> l(env_->mu_);
@@ -72,20 +72,12 @@ class GateEnv : public EnvWrapper {
           env_->held_--;
         }
       }
-      if (env_->fail_reads) return Status::IOError(f_->path() + ": pread: injected");
-      return f_->Read(off, n, buf, got);
+      if (env_->fail_reads) return Status::IOError(target()->path() + ": pread: injected");
+      return target()->Read(off, n, buf, got);
     }
-    Status Write(uint64_t off, std::string_view data) override { return f_->Write(off, data); }
-    Status Sync() override { return f_->Sync(); }
-    Status Size(uint64_t* size) override { return f_->Size(size); }
-    Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-    Status PunchHole(uint64_t off, uint64_t len) override { return f_->PunchHole(off, len); }
-    void Advise(uint64_t off, uint64_t len, int advice) override { f_->Advise(off, len, advice); }
-    const std::string& path() const override { return f_->path(); }
 
    private:
     GateEnv* env_;
-    std::unique_ptr<File> f_;
   };
 
   std::mutex mu_;

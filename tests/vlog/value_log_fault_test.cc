@@ -42,32 +42,23 @@ class FaultEnv : public EnvWrapper {
   }
 
  private:
-  class FaultFile : public File {
+  class FaultFile : public FileWrapper {
    public:
-    FaultFile(FaultEnv* env, std::unique_ptr<File> f) : env_(env), f_(std::move(f)) {}
-    Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
-      return f_->Read(off, n, buf, got);
-    }
+    FaultFile(FaultEnv* env, std::unique_ptr<File> f) : FileWrapper(std::move(f)), env_(env) {}
     Status Write(uint64_t off, std::string_view data) override {
       if (env_->fail_writes) {
-        if (env_->partial_writes) (void)f_->Write(off, data.substr(0, data.size() / 2));
-        return Status::FromErrno(ENOSPC, f_->path() + ": pwrite: injected");
+        if (env_->partial_writes) (void)target()->Write(off, data.substr(0, data.size() / 2));
+        return Status::FromErrno(ENOSPC, target()->path() + ": pwrite: injected");
       }
-      return f_->Write(off, data);
+      return target()->Write(off, data);
     }
     Status Sync() override {
       ++env_->syncs;
-      return f_->Sync();
+      return target()->Sync();
     }
-    Status Size(uint64_t* size) override { return f_->Size(size); }
-    Status Truncate(uint64_t size) override { return f_->Truncate(size); }
-    Status PunchHole(uint64_t off, uint64_t len) override { return f_->PunchHole(off, len); }
-    void Advise(uint64_t off, uint64_t len, int advice) override { f_->Advise(off, len, advice); }
-    const std::string& path() const override { return f_->path(); }
 
    private:
     FaultEnv* env_;
-    std::unique_ptr<File> f_;
   };
 };
 
