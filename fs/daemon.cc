@@ -138,9 +138,11 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   FuseContext ctx;
   ctx.fs = fs.get();
   ctx.options = req.options;
+  ctx.wire.offer_killpriv_v2 = req.options.killpriv_v2;
   std::unique_ptr<struct fuse_session, SessionDeleter> se(
       fuse_session_new(&args, SepfsFuseOps(), sizeof(struct fuse_lowlevel_ops), &ctx));
   fuse_opt_free_args(&args);
+  ctx.session = se.get();
   if (!se) {
     std::fprintf(stderr, "sepfs: cannot mount %s: bad mount options '%s'\n", req.store.c_str(),
                  opts.c_str());
@@ -153,6 +155,13 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
                  req.store.c_str(), req.mountpoint.c_str());
+    fuse_remove_signal_handlers(se.get());
+    return 1;
+  }
+  if (int err = InstallWireShim(se.get()); err != 0) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: device I/O shim: %s\n", req.store.c_str(),
+                 std::strerror(-err));
+    fuse_session_unmount(se.get());
     fuse_remove_signal_handlers(se.get());
     return 1;
   }

@@ -60,6 +60,9 @@ struct SetAttrRequest {
   bool set_mode = false, set_uid = false, set_gid = false, set_size = false;
   bool set_atime = false, set_atime_now = false, set_mtime = false, set_mtime_now = false;
   bool set_ctime = false;
+  // Clear setuid/setgid of a non-directory (KillSuidSgid) after the other
+  // changes: the kernel left that duty to us (FUSE_HANDLE_KILLPRIV_V2).
+  bool kill_suidgid = false;
   uint32_t mode = 0, uid = 0, gid = 0;
   uint64_t size = 0;
   kv::Timespec atime, mtime, ctime;
@@ -136,7 +139,7 @@ class Filesystem {
   // Same, through an open file handle: its sequential detector decides what
   // to prefetch ahead (fh may be null: no sequential prefetch).
   Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out, FileHandle* fh);
-  Status Write(uint64_t ino, uint64_t off, std::string_view data);
+  Status Write(uint64_t ino, uint64_t off, std::string_view data, bool kill_suidgid = false);
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
   Status FsyncDir(uint64_t ino);

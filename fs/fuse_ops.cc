@@ -157,6 +157,10 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     s.set_mtime = (to_set & FUSE_SET_ATTR_MTIME) && !(to_set & FUSE_SET_ATTR_MTIME_NOW);
     s.set_mtime_now = to_set & FUSE_SET_ATTR_MTIME_NOW;
     s.set_ctime = to_set & FUSE_SET_ATTR_CTIME;
+    // Under FUSE_HANDLE_KILLPRIV_V2 the server clears the set-id bits: on
+    // truncate when the kernel says so, and on every chown.
+    s.kill_suidgid = CurrentWireFlags().kill_suidgid ||
+                     (Ctx(req)->wire.killpriv_v2.load() && (s.set_uid || s.set_gid));
     s.mode = attr->st_mode;
     s.uid = attr->st_uid;
     s.gid = attr->st_gid;
@@ -236,6 +240,11 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
       SetAttrRequest s;
       s.set_size = true;
       s.size = 0;
+      // Under KILLPRIV_V2 the kernel says whether the caller may keep the
+      // set-id bits; without it nobody does, so judge by the caller (root
+      // stands in for CAP_FSETID).
+      s.kill_suidgid = Ctx(req)->wire.killpriv_v2.load() ? CurrentWireFlags().kill_suidgid
+                                                         : fuse_req_ctx(req)->uid != 0;
       kv::InodeRecord r;
       Status st = Fs(req)->SetAttr(ino, s, &r);
       if (!st.ok()) return ReplyErr(req, st);
@@ -285,8 +294,15 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
              struct fuse_file_info*) {
   Guard(req, [&] {
-    Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size));
+    const bool kill = CurrentWireFlags().kill_suidgid;
+    Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), kill);
     if (!st.ok()) return ReplyErr(req, st);
+    // The kernel keeps its cached mode after such a write; make it ask again
+    // before the writer can see the old set-id bits. Attributes only (off <
+    // 0), so no page lock is taken while the write holds the inode.
+    if (kill && Ctx(req)->session) {
+      (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, -1, 0);
+    }
     fuse_reply_write(req, size);
   });
 }

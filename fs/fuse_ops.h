@@ -7,6 +7,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/filesystem.h"
+#include "fs/fuse_wire.h"
 #include "fs/mount_options.h"
 
 namespace sepfs::fs {
@@ -14,6 +15,8 @@ namespace sepfs::fs {
 struct FuseContext {
   Filesystem* fs = nullptr;
   MountOptions options;
+  WireState wire;
+  struct fuse_session* session = nullptr;  // for notifications to the kernel
 };
 
 const struct fuse_lowlevel_ops* SepfsFuseOps();

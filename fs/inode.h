@@ -1,6 +1,8 @@
 // Inode: the in-memory state of one inode the filesystem is working with.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -9,6 +11,15 @@
 #include "kvstore/records.h"
 
 namespace sepfs::fs {
+
+// The mode after a write, truncate or chown by someone who may not keep the
+// set-id bits: setuid goes; setgid goes only with group execute (without it,
+// setgid marks mandatory locking and stays), as the Linux VFS does it.
+inline uint32_t KillSuidSgid(uint32_t mode) {
+  mode &= ~static_cast<uint32_t>(S_ISUID);
+  if (mode & S_IXGRP) mode &= ~static_cast<uint32_t>(S_ISGID);
+  return mode;
+}
 
 struct Inode {
   explicit Inode(const kv::InodeRecord& r) : ino(r.ino), rec(r) {}

@@ -11,6 +11,7 @@ namespace sepfs::fs {
 
 struct MountOptions {
   bool writeback_cache = true;     // nowriteback
+  bool killpriv_v2 = true;         // nokillpriv: let the kernel ask for security.capability on every write
   bool readdirplus = true;         // noreaddirplus
   bool parallel_dirops = true;     // noparallel_dirops
   bool default_permissions = true; // nodefault_permissions

@@ -51,7 +51,7 @@ constexpr const char* kMountUsage =
     "Mounts the store at MOUNTPOINT (an existing empty directory).\n"
     "  -f   stay in the foreground (default: detach once the mount is live)\n"
     "  -d   debug: trace FUSE requests (implies -f)\n"
-    "  -o   options: allow_other, ro, nowriteback, noreaddirplus, noparallel_dirops,\n"
+    "  -o   options: allow_other, ro, nowriteback, nokillpriv, noreaddirplus, noparallel_dirops,\n"
     "       nodefault_permissions, max_write=BYTES, attr_timeout=SEC, entry_timeout=SEC,\n"
     "       flush_interval=SEC, cache_mb=N, threads=N,\n"
     "       gc=hotcold|wisckey|off, gc_picker=greedy|cost-benefit|oldest,\n"

@@ -995,5 +995,91 @@ TEST_F(PermissionTest, SetgidDirectoryInheritsGroup) {
   EXPECT_EQ(Lstat(P("plain")).st_gid, 0u);
 }
 
+// Writes, truncates and chowns clear set-id bits as on ext4: a user without
+// CAP_FSETID loses setuid (and setgid with group execute) when writing or
+// truncating; root keeps them; chown clears them for everyone. By default
+// the kernel hands this duty to sepfs (FUSE_HANDLE_KILLPRIV_V2, which spares
+// a GETXATTR per write); -o nokillpriv leaves it to the kernel. Both must
+// behave the same, and the change must be visible at once and persist.
+class SetidTest : public MountFixture,
+                  public ::testing::WithParamInterface<const char*> {
+ protected:
+  SetidTest() {
+    mount_options_ = {"allow_other"};
+    if (std::string(GetParam()) != "default") mount_options_.push_back(GetParam());
+  }
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(MountFixture::SetUp());
+    ASSERT_SYS_OK(::chmod(mnt().c_str(), 0755));
+  }
+  // A 0777 file with the given set-id bits, written by root.
+  void Make(const std::string& rel, mode_t mode) {
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P(rel), "data", 0644));
+    ASSERT_SYS_OK(::chmod(P(rel).c_str(), mode));
+    ASSERT_EQ(Lstat(P(rel)).st_mode & 07777, mode);
+  }
+  mode_t ModeOf(const std::string& rel) { return Lstat(P(rel)).st_mode & 07777; }
+};
+
+TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
+  auto as_user = [](const std::function<int()>& fn) { return RunAs(kNobody, kNogroup, fn); };
+  auto append = [this](const std::string& rel) {
+    int fd = ::open(P(rel).c_str(), O_WRONLY | O_APPEND);
+    if (fd < 0) return errno;
+    int r = ::write(fd, "more", 4) == 4 ? 0 : errno;
+    ::close(fd);
+    return r;
+  };
+  ASSERT_NO_FATAL_FAILURE(Make("w", 06777));
+  EXPECT_EQ(as_user([&] { return append("w"); }), 0);
+  EXPECT_EQ(ModeOf("w"), 0777u) << "write by a user";
+  EXPECT_EQ(ReadFile(P("w")), "datamore");
+
+  ASSERT_NO_FATAL_FAILURE(Make("sgid-nox", 02767));  // setgid without g+x: kept
+  EXPECT_EQ(as_user([&] { return append("sgid-nox"); }), 0);
+  EXPECT_EQ(ModeOf("sgid-nox"), 02767u);
+
+  ASSERT_NO_FATAL_FAILURE(Make("t", 06777));
+  EXPECT_EQ(as_user([&] { return Errno(::truncate(P("t").c_str(), 1)); }), 0);
+  EXPECT_EQ(ModeOf("t"), 0777u) << "truncate by a user";
+
+  ASSERT_NO_FATAL_FAILURE(Make("o", 06777));
+  EXPECT_EQ(as_user([&] {
+              int fd = ::open(P("o").c_str(), O_WRONLY | O_TRUNC);
+              if (fd < 0) return errno;
+              ::close(fd);
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(ModeOf("o"), 0777u) << "open(O_TRUNC) by a user";
+  EXPECT_EQ(Lstat(P("o")).st_size, 0);
+
+  ASSERT_NO_FATAL_FAILURE(Make("r", 06777));
+  EXPECT_EQ(append("r"), 0);
+  ASSERT_SYS_OK(::truncate(P("r").c_str(), 2));
+  EXPECT_EQ(ModeOf("r"), 06777u) << "root keeps set-id bits on write and truncate";
+
+  ASSERT_NO_FATAL_FAILURE(Make("c", 06775));
+  ASSERT_SYS_OK(::chown(P("c").c_str(), 1234, 5678));
+  EXPECT_EQ(ModeOf("c"), 0775u) << "chown clears set-id bits";
+
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_SYS_OK(::chmod(P("d").c_str(), 02775));
+  ASSERT_SYS_OK(::chown(P("d").c_str(), 1234, 5678));
+  EXPECT_EQ(ModeOf("d"), 02775u) << "a directory keeps setgid on chown";
+
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_EQ(ModeOf("w"), 0777u);
+  EXPECT_EQ(ModeOf("sgid-nox"), 02767u);
+  EXPECT_EQ(ModeOf("t"), 0777u);
+  EXPECT_EQ(ModeOf("o"), 0777u);
+  EXPECT_EQ(ModeOf("r"), 06777u);
+  EXPECT_EQ(ModeOf("c"), 0775u);
+  EXPECT_EQ(ModeOf("d"), 02775u);
+  EXPECT_EQ(ReadFile(P("w")), "datamore");
+}
+
+INSTANTIATE_TEST_SUITE_P(KillprivModes, SetidTest, ::testing::Values("default", "nokillpriv"));
+
 }  // namespace
 }  // namespace sepfs::mounttest

@@ -1,0 +1,128 @@
+#include "fs/fuse_wire.h"
+
+#include <linux/fuse.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "fs/fuse_ops.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+thread_local RequestWireFlags t_flags;
+
+template <typename T>
+bool ReadAt(const void* buf, size_t len, size_t off, T* out) {
+  if (off > len || len - off < sizeof(T)) return false;
+  std::memcpy(out, static_cast<const char*>(buf) + off, sizeof(T));
+  return true;
+}
+
+// Copies `n` bytes at logical offset `off` of the iovec chain to or from `p`.
+bool IovAccess(struct iovec* iov, int count, size_t off, void* p, size_t n, bool write) {
+  for (int i = 0; i < count && n > 0; ++i) {
+    if (off >= iov[i].iov_len) {
+      off -= iov[i].iov_len;
+      continue;
+    }
+    const size_t k = std::min(n, iov[i].iov_len - off);
+    char* base = static_cast<char*>(iov[i].iov_base) + off;
+    if (write) {
+      std::memcpy(base, p, k);
+    } else {
+      std::memcpy(p, base, k);
+    }
+    p = static_cast<char*>(p) + k;
+    n -= k;
+    off = 0;
+  }
+  return n == 0;
+}
+
+ssize_t ShimRead(int fd, void* buf, size_t len, void* userdata) {
+  const ssize_t n = ::read(fd, buf, len);
+  if (n > 0) {
+    InspectRequest(buf, static_cast<size_t>(n), &static_cast<FuseContext*>(userdata)->wire);
+  }
+  return n;
+}
+
+ssize_t ShimWritev(int fd, struct iovec* iov, int count, void* userdata) {
+  PatchReply(iov, count, &static_cast<FuseContext*>(userdata)->wire);
+  return ::writev(fd, iov, count);
+}
+
+}  // namespace
+
+const RequestWireFlags& CurrentWireFlags() { return t_flags; }
+
+void InspectRequest(const void* buf, size_t len, WireState* state) {
+  t_flags = RequestWireFlags{};
+  fuse_in_header h;
+  if (!ReadAt(buf, len, 0, &h)) return;
+  const size_t body = sizeof(h);
+  switch (h.opcode) {
+    case FUSE_INIT: {
+      fuse_init_in in{};
+      // Old kernels send a shorter fuse_init_in; flags sit in its first 16 bytes.
+      if (len - body >= offsetof(fuse_init_in, flags2)) {
+        std::memcpy(&in, static_cast<const char*>(buf) + body, offsetof(fuse_init_in, flags2));
+      }
+      state->init_unique.store(h.unique);
+      state->init_seen.store((in.flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
+      break;
+    }
+    case FUSE_WRITE: {
+      fuse_write_in in;
+      if (ReadAt(buf, len, body, &in)) {
+        t_flags.kill_suidgid = (in.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+      }
+      break;
+    }
+    case FUSE_OPEN: {
+      fuse_open_in in;
+      if (ReadAt(buf, len, body, &in)) {
+        t_flags.kill_suidgid = (in.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
+      }
+      break;
+    }
+    case FUSE_SETATTR: {
+      fuse_setattr_in in;
+      if (ReadAt(buf, len, body, &in)) {
+        t_flags.kill_suidgid = (in.valid & FATTR_KILL_SUIDGID) != 0;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void PatchReply(struct iovec* iov, int count, WireState* state) {
+  if (!state->offer_killpriv_v2 || !state->init_seen.load()) return;
+  fuse_out_header h;
+  if (!IovAccess(iov, count, 0, &h, sizeof(h), false)) return;
+  if (h.error != 0 || h.unique != state->init_unique.load()) return;
+  const size_t at = sizeof(h) + offsetof(fuse_init_out, flags);
+  if (h.len < at + sizeof(uint32_t)) return;
+  uint32_t flags;
+  if (!IovAccess(iov, count, at, &flags, sizeof(flags), false)) return;
+  flags |= FUSE_HANDLE_KILLPRIV_V2;
+  if (!IovAccess(iov, count, at, &flags, sizeof(flags), true)) return;
+  state->init_seen.store(false);  // one INIT per session
+  state->killpriv_v2.store(true);
+}
+
+int InstallWireShim(struct fuse_session* se) {
+  struct fuse_custom_io io{};
+  io.read = ShimRead;
+  io.writev = ShimWritev;
+  return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+}  // namespace sepfs::fs
