@@ -189,7 +189,12 @@ class Filesystem {
   void MaybeEvict(uint64_t ino);
   Status ReclaimInode(uint64_t ino);  // deletes inode, blocks, xattrs, symlink
   Status ReclaimOrphans();
-  Status RebuildLiveCounts(bool unclean);
+  // Segment live counts at mount: RestoreLiveCounts takes the ones persisted
+  // at the last clean unmount (restored=false if there are none usable);
+  // RebuildLiveCounts recounts every block pointer (and after an unclean
+  // shutdown drops those whose record never reached its segment).
+  Status RestoreLiveCounts(bool* restored);
+  Status RebuildLiveCounts(bool unclean, uint64_t* checked);
 
   // Namespace helpers (ns_mu_ held).
   Status CheckName(std::string_view name) const;

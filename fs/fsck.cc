@@ -60,6 +60,27 @@ Status DecodeSegmentUsage(std::string_view src, std::vector<std::pair<uint32_t, 
   return Status::OK();
 }
 
+std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs) {
+  std::string s;
+  s.push_back(1);  // version
+  for (const auto& seg : segs) {
+    PutLE(&s, seg.id, 4);
+    PutLE(&s, seg.max_seq, 8);
+  }
+  return s;
+}
+
+Status DecodeSegmentAges(std::string_view src, std::map<uint32_t, uint64_t>* out) {
+  out->clear();
+  if (src.empty() || src[0] != 1 || (src.size() - 1) % 12 != 0) {
+    return Status::Corruption("bad segment age record");
+  }
+  for (size_t i = 1; i < src.size(); i += 12) {
+    (*out)[static_cast<uint32_t>(GetLE(src.data() + i, 4))] = GetLE(src.data() + i + 4, 8);
+  }
+  return Status::OK();
+}
+
 Status Fsck(Store* store, FsckReport* rep, const FsckProgress& progress) {
   return Fsck(store, FsckOptions{}, rep, progress);
 }

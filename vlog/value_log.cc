@@ -67,6 +67,7 @@ class ValueLog::Impl {
   void Release(const BlockPtr& ptr);
   void AddLive(const BlockPtr& ptr);
   void ResetLive();
+  bool RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq);
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
@@ -563,6 +564,16 @@ void ValueLog::Impl::ResetLive() {
   for (const auto& seg : Snapshot()) seg->live = 0;
 }
 
+bool ValueLog::Impl::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq) {
+  std::shared_ptr<Segment> seg = Find(id);
+  if (seg == nullptr) return false;
+  const uint64_t size = seg->size.load();
+  if (size < kSegmentHeaderSize || live_bytes > size - kSegmentHeaderSize) return false;
+  seg->live.store(live_bytes, std::memory_order_relaxed);
+  seg->NoteSeq(max_seq);
+  return true;
+}
+
 std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
   std::vector<SegmentInfo> out;
   for (const auto& seg : Snapshot()) {
@@ -707,6 +718,9 @@ Status ValueLog::Sync() { return impl_->Sync(); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
 void ValueLog::ResetLive() { impl_->ResetLive(); }
+bool ValueLog::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq) {
+  return impl_->RestoreLive(id, live_bytes, max_seq);
+}
 std::vector<SegmentInfo> ValueLog::Segments() const { return impl_->Segments(); }
 uint64_t ValueLog::DropCount() const { return impl_->DropCount(); }
 

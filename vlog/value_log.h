@@ -144,6 +144,10 @@ class ValueLog {
   void AddLive(const BlockPtr& ptr);
   // Zeroes every live count (before a rebuild with AddLive).
   void ResetLive();
+  // Sets one segment's live count and age hint to values persisted at a
+  // clean shutdown (instead of a rebuild). False if the segment is unknown
+  // or live_bytes exceeds its payload: the caller then rebuilds.
+  bool RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq);
 
   // How many append buffers were dropped after a failed write. A Flush or
   // Sync that returns OK does not prove that records appended earlier by

@@ -188,6 +188,66 @@ TEST_F(PersistTest, FsckSeesSegmentCountersAfterOverwrites) {
   EXPECT_EQ(ReadAll(f), Payload(4, 40000).substr(0, 100) + std::string(29900, '\0'));
 }
 
+// A clean mount restores the segment counters persisted at unmount instead
+// of scanning every block pointer; they must equal what a scan (the mount
+// after a crash) computes, and a tampered counter record is not trusted.
+TEST_F(PersistTest, CleanMountRestoresSegmentCountersThatMatchARecount) {
+  auto live = [this] {
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> m;  // id -> (live, max_seq)
+    for (const auto& s : fs_->store()->vlog()->Segments()) m[s.id] = {s.live_bytes, s.max_seq};
+    return m;
+  };
+  const uint64_t f = Create(kRoot, "f"), g = Create(kRoot, "g");
+  for (int i = 0; i < 40; i++) {  // several 4 MiB segments, part garbage
+    ASSERT_OK(fs_->Write(f, 0, Payload(i, 300000)));
+    ASSERT_OK(fs_->Write(g, static_cast<uint64_t>(i) * 100000, Payload(100 + i, 100000)));
+    ASSERT_OK(fs_->Flush(f));
+    ASSERT_OK(fs_->Flush(g));
+  }
+  SetSize(g, 1000000);
+  ASSERT_OK(fs_->Flush(g));
+  const auto before = live();
+  ASSERT_GE(before.size(), 3u);
+  uint64_t total = 0;
+  for (const auto& [id, v] : before) total += v.first;
+  EXPECT_GT(total, 0u);
+
+  Reopen();  // clean: restored
+  const auto restored = live();
+  for (const auto& [id, v] : before) {
+    ASSERT_TRUE(restored.count(id)) << "segment " << id;
+    EXPECT_EQ(restored.at(id).first, v.first) << "segment " << id;
+    EXPECT_EQ(restored.at(id).second, v.second) << "segment " << id;
+  }
+
+  CloseFs();
+  InCrashingChild([](Filesystem*) { return 0; });  // leaves the store unclean
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));  // rebuilt by a scan
+  const auto rebuilt = live();
+  for (const auto& [id, v] : before) {
+    ASSERT_TRUE(rebuilt.count(id)) << "segment " << id;
+    EXPECT_EQ(rebuilt.at(id).first, v.first) << "segment " << id;
+  }
+
+  // A counter record that names a segment the store lacks, or claims more
+  // live bytes than a segment holds, is ignored: the mount recounts.
+  CloseFs();
+  {
+    std::unique_ptr<Store> store;
+    ASSERT_OK(Store::Open(store_dir_, StoreOptions{}, &store));
+    std::vector<vlog::SegmentInfo> bad = store->vlog()->Segments();
+    for (auto& s : bad) s.live_bytes = s.size * 2;
+    kv::Batch b;
+    b.Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage(bad));
+    ASSERT_OK(store->meta()->Write(&b, /*sync=*/true));
+  }
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const auto recounted = live();
+  for (const auto& [id, v] : before) EXPECT_EQ(recounted.at(id).first, v.first) << id;
+  EXPECT_EQ(ReadAll(f), Payload(39, 300000));
+  ExpectFsckClean();
+}
+
 TEST_F(PersistTest, OpenUnlinkedFileLivesUntilReleaseAndForget) {
   const uint64_t f = Create(kRoot, "f");  // holds one lookup
   ASSERT_OK(fs_->Write(f, 0, Payload(1, 20000)));
