@@ -114,7 +114,16 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
 
 Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* out,
                         FileHandle* fh) {
-  out->clear();
+  out->resize(size);
+  size_t got = 0;
+  Status st = ReadInto(ino, off, size, out->data(), &got, fh);
+  out->resize(st.ok() ? got : 0);
+  return st;
+}
+
+Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, size_t* got,
+                            FileHandle* fh) {
+  *got = 0;
   PrefetchEngine* pf = Prefetch();
   std::vector<vlog::PrefetchRequest> ahead;
   InodeRef in;
@@ -128,6 +137,7 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
     size_t dst;      // offset in *out
     uint64_t lo;     // first wanted byte within the record
     uint64_t want;   // bytes to copy
+    uint64_t span;   // bytes of out this block covers (want..span are zeros)
     std::string scratch;
   };
   std::vector<Partial> partial;
@@ -138,7 +148,7 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
     seg.lock();
     if (off >= in->rec.size || size == 0) return Status::OK();
     const uint64_t n = std::min<uint64_t>(size, in->rec.size - off);
-    out->assign(n, '\0');
+    *got = n;
     const uint64_t bs = block_size_;
     const uint64_t first = off / bs, last = (off + n - 1) / bs;
     BlockRange ra;
@@ -174,25 +184,31 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
       const uint64_t lo = bstart < off ? off - bstart : 0;
       const uint64_t hi = std::min<uint64_t>(bs, off + n - bstart);
       const size_t dst = bstart + lo - off;
+      // Every byte of out[0, n) is written below: data, or zeros for holes
+      // and for the part of a block past its stored bytes.
       auto d = in->dirty.find(b);
       if (d != in->dirty.end()) {
-        if (d->second.size() > lo) {
-          std::memcpy(out->data() + dst, d->second.data() + lo,
-                      std::min<uint64_t>(hi, d->second.size()) - lo);
-        }
+        const uint64_t have = d->second.size() > lo ? std::min<uint64_t>(hi, d->second.size()) - lo : 0;
+        std::memcpy(out + dst, d->second.data() + lo, have);
+        std::memset(out + dst + have, 0, hi - lo - have);
         continue;
       }
       auto p = ptrs.find(b);
-      if (p == ptrs.end()) continue;  // hole
+      if (p == ptrs.end()) {
+        std::memset(out + dst, 0, hi - lo);  // hole
+        continue;
+      }
       vlog::ReadRequest r;
       r.ptr = p->second;
       r.inode = ino;
       r.block = b;
       if (lo == 0 && p->second.length <= hi) {
-        r.buf = out->data() + dst;  // whole record lands in place
+        r.buf = out + dst;  // whole record lands in place
+        std::memset(out + dst + p->second.length, 0, hi - p->second.length);
       } else {
         const uint64_t avail = p->second.length > lo ? p->second.length - lo : 0;
-        partial.push_back({dst, lo, std::min(avail, hi - lo), std::string(p->second.length, '\0')});
+        partial.push_back(
+            {dst, lo, std::min(avail, hi - lo), hi - lo, std::string(p->second.length, '\0')});
         r.buf = partial.back().scratch.data();
       }
       reqs.push_back(r);
@@ -206,13 +222,14 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
   Status st = pf != nullptr ? pf->prefetcher.Read(reqs) : vlog_->ReadMany(reqs);
   if (!st.ok()) {
     stats_.read_eio++;
-    out->clear();
+    *got = 0;
     return st;
   }
   for (const Partial& p : partial) {
-    std::memcpy(out->data() + p.dst, p.scratch.data() + p.lo, p.want);
+    std::memcpy(out + p.dst, p.scratch.data() + p.lo, p.want);
+    std::memset(out + p.dst + p.want, 0, p.span - p.want);
   }
-  stats_.user_bytes_read += out->size();
+  stats_.user_bytes_read += *got;
   return Status::OK();
 }
 

@@ -139,6 +139,11 @@ class Filesystem {
   // Same, through an open file handle: its sequential detector decides what
   // to prefetch ahead (fh may be null: no sequential prefetch).
   Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out, FileHandle* fh);
+  // Same, into out[0, size) (uninitialized memory is fine: every byte up to
+  // *got is written, holes as zeros). The FUSE read path uses it to skip
+  // zero-filling and reallocating a buffer per request.
+  Status ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, size_t* got,
+                  FileHandle* fh);
   Status Write(uint64_t ino, uint64_t off, std::string_view data, bool kill_suidgid = false);
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable

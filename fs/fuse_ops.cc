@@ -283,11 +283,19 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 
 void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   Guard(req, [&] {
-    std::string buf;
-    Status st = Fs(req)->Read(ino, static_cast<uint64_t>(off), size, &buf,
-                              reinterpret_cast<FileHandle*>(fi->fh));
+    // One buffer per worker thread, grown to the largest read seen (the
+    // kernel's max_read bounds it): no allocation or zero-fill per request.
+    thread_local std::unique_ptr<char[]> buf;
+    thread_local size_t cap = 0;
+    if (cap < size) {
+      buf.reset(new char[size]);
+      cap = size;
+    }
+    size_t got = 0;
+    Status st = Fs(req)->ReadInto(ino, static_cast<uint64_t>(off), size, buf.get(), &got,
+                                  reinterpret_cast<FileHandle*>(fi->fh));
     if (!st.ok()) return ReplyErr(req, st);
-    fuse_reply_buf(req, buf.data(), buf.size());
+    fuse_reply_buf(req, buf.get(), got);
   });
 }
 

@@ -63,6 +63,38 @@ class DataTest : public MountFixture,
 INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
                          ::testing::Values("default", "nowriteback"));
 
+// The daemon reads into one reused buffer per worker thread: holes, short
+// tail blocks and not-yet-flushed blocks must come back as zeros, never as
+// bytes of an earlier read. Fill the buffers with noise first.
+TEST_P(DataTest, HolesReadAsZerosAfterOtherReads) {
+  const std::string noise = RandomBytes(8 << 20, 77);
+  {
+    UniqueFd fd = Open("noise", O_CREAT | O_WRONLY | O_TRUNC);
+    ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), noise.data(), noise.size(), 0));
+  }
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  for (int i = 0; i < 3; i++) ASSERT_NO_FATAL_FAILURE(ExpectContent("noise", noise));
+
+  // Blocks: data, a hole, a partly written block, a hole, a short tail.
+  std::string want(5 * 65536 + 1000, '\0');
+  auto put = [&](int fd, size_t off, const std::string& d) {
+    PwriteAll(fd, d.data(), d.size(), static_cast<off_t>(off));
+    want.replace(off, d.size(), d);
+  };
+  {
+    UniqueFd fd = Open("sparse", O_CREAT | O_WRONLY | O_TRUNC);
+    ASSERT_NO_FATAL_FAILURE(put(fd.get(), 0, RandomBytes(65536, 1)));
+    ASSERT_NO_FATAL_FAILURE(put(fd.get(), 2 * 65536 + 300, RandomBytes(5000, 2)));
+    ASSERT_NO_FATAL_FAILURE(put(fd.get(), 5 * 65536, RandomBytes(1000, 3)));
+  }
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("sparse", want));  // still in the dirty cache
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("noise", noise));
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("sparse", want));  // from the vLog
+  UniqueFd fd = Open("sparse", O_RDONLY);
+  EXPECT_EQ(PreadAll(fd.get(), 70000, 65536), want.substr(65536, 70000));
+}
+
 TEST_P(DataTest, PartialBlockOverwritesMerge) {
   struct Case {
     off_t offset;
