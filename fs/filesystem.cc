@@ -817,7 +817,12 @@ Status Filesystem::Release(uint64_t ino) {
   Status st;
   {
     std::lock_guard<std::mutex> il(in->mu);
-    if (in->rec.nlink > 0) st = TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/false));
+    // Nobody waits for a release: a failure stays with the inode for the
+    // next fsync (or flush) to report, as a failed background flush does.
+    if (in->rec.nlink > 0) {
+      st = FlushLocked(in.get(), /*sync=*/false);
+      if (!st.ok() && in->write_error == 0) in->write_error = st.err();
+    }
   }
   bool evict;
   {

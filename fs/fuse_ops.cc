@@ -316,6 +316,14 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
 }
 
 void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
+  // By default close(2) costs no round trip: ENOSYS makes the kernel stop
+  // sending FLUSH for this mount (it still writes cached pages back to us
+  // first), and RELEASE, sent right after the last close without the caller
+  // waiting, writes the blocks to the vLog.
+  if (!Ctx(req)->options.flush_on_close) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   Guard(req, [&] { ReplyErr(req, Fs(req)->Flush(ino)); });
 }
 

@@ -11,6 +11,7 @@ namespace sepfs::fs {
 
 struct MountOptions {
   bool writeback_cache = true;     // nowriteback
+  bool flush_on_close = false;     // flush_on_close: close(2) waits for the vLog write and reports its errors
   bool killpriv_v2 = true;         // nokillpriv: let the kernel ask for security.capability on every write
   bool readdirplus = true;         // noreaddirplus
   bool parallel_dirops = true;     // noparallel_dirops
