@@ -98,6 +98,10 @@ class MetaStore::Impl {
 
   std::mutex write_mu_;
   Status write_error_;  // first failed write; latched (write_mu_)
+  // A write since the last synced one (write_mu_): writes are serialized
+  // and a synced write syncs the log with all that was appended before it,
+  // so Sync() with nothing new has nothing to do.
+  bool unsynced_ = false;
 
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> writes_{0};
@@ -165,10 +169,15 @@ Status MetaStore::Write(Batch* batch, bool sync) {
     impl_->write_error_ = st;
     return st;
   }
+  impl_->unsynced_ = !sync;
   return Status::OK();
 }
 
 Status MetaStore::Sync() {
+  {
+    std::lock_guard<std::mutex> l(impl_->write_mu_);
+    if (impl_->write_error_.ok() && !impl_->unsynced_) return Status::OK();
+  }
   Batch empty;
   return Write(&empty, /*sync=*/true);
 }

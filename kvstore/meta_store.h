@@ -72,7 +72,8 @@ class MetaStore {
   // After a failed write every later Write fails with EIO (LevelDB's log
   // cannot take more records safely); reopening the store recovers.
   Status Write(Batch* batch, bool sync);
-  // Makes everything written so far durable (an empty synced write).
+  // Makes everything written so far durable: an empty synced write, or
+  // nothing when no write came after the last synced one.
   Status Sync();
 
   // Calls fn(key, value) for keys in [start, end) in order until fn returns

@@ -125,6 +125,23 @@ TEST_F(MetaStoreTest, BatchIsAtomicAndDurableAcrossReopen) {
   EXPECT_EQ(c, 4096u);
 }
 
+// Sync() after a synced write, or after another Sync(), has nothing to make
+// durable and writes nothing; after an unsynced write it syncs.
+TEST_F(MetaStoreTest, SyncSkipsWhenNothingWasWrittenSinceTheLastSyncedWrite) {
+  Batch b;
+  b.PutInode(Inode(10, 0100644));
+  ASSERT_TRUE(store_->Write(&b, /*sync=*/true).ok());
+  ASSERT_TRUE(store_->Sync().ok());
+  EXPECT_EQ(store_->stats().synced_writes, 1u);
+  Batch c;
+  c.PutInode(Inode(11, 0100644));
+  ASSERT_TRUE(store_->Write(&c, /*sync=*/false).ok());
+  ASSERT_TRUE(store_->Sync().ok());
+  EXPECT_EQ(store_->stats().synced_writes, 2u);
+  ASSERT_TRUE(store_->Sync().ok());
+  EXPECT_EQ(store_->stats().synced_writes, 2u);
+}
+
 TEST_F(MetaStoreTest, UnsyncedWritesSurviveCleanReopenAndSyncCounts) {
   Batch b;
   b.PutInode(Inode(9, 0100644));
