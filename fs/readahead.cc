@@ -23,6 +23,7 @@ BlockRange SequentialDetector::OnRead(uint64_t off, uint64_t len, uint64_t file_
     return r;
   }
   next_off_ = std::max(next_off_, end);
+  if (next_off_ < opt_.start_bytes) return r;  // the kernel's readahead covers it
   window_ = window_ == 0 ? std::min<uint64_t>(opt_.initial_blocks, cap)
                          : std::min<uint64_t>(window_ * 2, cap);
   const uint64_t nblocks = (file_size + block_size - 1) / block_size;
@@ -45,8 +46,9 @@ uint64_t SequentialDetector::window() const {
 bool DirLearner::ShouldPrefetch(uint64_t dir) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = dirs_.find(dir);
-  if (it == dirs_.end()) return true;
-  Score& s = it->second;
+  // A directory without history is judged by recent listings anywhere: a
+  // tree walk that only lists (ls -lR, find) stops paying after two of them.
+  Score& s = it == dirs_.end() ? global_ : it->second;
   const double n = s.hits + s.wasted;
   if (n < opt_.min_samples || s.hits >= opt_.min_hit_ratio * n) return true;
   if (++s.skipped >= opt_.probe_every) {
@@ -60,9 +62,10 @@ void DirLearner::Record(uint64_t dir, uint64_t hits, uint64_t wasted) {
   if (hits == 0 && wasted == 0) return;
   std::lock_guard<std::mutex> l(mu_);
   if (dirs_.size() >= opt_.max_dirs && !dirs_.count(dir)) dirs_.clear();
-  Score& s = dirs_[dir];
-  s.hits = s.hits / 2 + static_cast<double>(hits);
-  s.wasted = s.wasted / 2 + static_cast<double>(wasted);
+  for (Score* s : {&dirs_[dir], &global_}) {
+    s->hits = s->hits / 2 + static_cast<double>(hits);
+    s->wasted = s->wasted / 2 + static_cast<double>(wasted);
+  }
 }
 
 double DirLearner::HitRatio(uint64_t dir) const {
