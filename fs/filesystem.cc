@@ -270,11 +270,11 @@ Status Filesystem::RestoreLiveCounts(bool* restored) {
   SEPFS_RETURN_IF_ERROR(st);
   st = meta_->Get(kv::CounterKey(kSegmentAgeCounter), &ages);
   if (!st.ok() && !st.IsNotFound()) return st;
-  std::vector<std::pair<uint32_t, uint64_t>> live;
-  std::map<uint32_t, uint64_t> age;
+  std::vector<std::pair<uint32_t, uint64_t>> live, max_seq;
   if (!DecodeSegmentUsage(usage, &live).ok()) return Status::OK();  // rebuilt; fsck reports it
-  if (st.ok() && !DecodeSegmentAges(ages, &age).ok()) age.clear();
-  std::map<uint32_t, uint64_t> live_map(live.begin(), live.end());
+  if (st.ok() && !DecodeSegmentAges(ages, &max_seq).ok()) max_seq.clear();
+  const std::map<uint32_t, uint64_t> live_map(live.begin(), live.end());
+  const std::map<uint32_t, uint64_t> age(max_seq.begin(), max_seq.end());
   // Every segment must have a counter: one made after the counters were
   // written (which a clean store cannot have) would otherwise look empty.
   for (const auto& seg : vlog_->Segments()) {

@@ -36,22 +36,24 @@ uint64_t GetLE(const char* p, int n) {
   return v;
 }
 
-}  // namespace
-
-std::string EncodeSegmentUsage(const std::vector<vlog::SegmentInfo>& segs) {
+// A persisted per-segment field: version byte 1, then per segment its id
+// (4 bytes LE) and the field (8 bytes LE).
+std::string EncodeSegmentField(const std::vector<vlog::SegmentInfo>& segs,
+                               uint64_t vlog::SegmentInfo::*field) {
   std::string s;
   s.push_back(1);  // version
   for (const auto& seg : segs) {
     PutLE(&s, seg.id, 4);
-    PutLE(&s, seg.live_bytes, 8);
+    PutLE(&s, seg.*field, 8);
   }
   return s;
 }
 
-Status DecodeSegmentUsage(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out) {
+Status DecodeSegmentField(std::string_view src, const char* what,
+                          std::vector<std::pair<uint32_t, uint64_t>>* out) {
   out->clear();
   if (src.empty() || src[0] != 1 || (src.size() - 1) % 12 != 0) {
-    return Status::Corruption("bad segment usage record");
+    return Status::Corruption(std::string("bad segment ") + what + " record");
   }
   for (size_t i = 1; i < src.size(); i += 12) {
     out->emplace_back(static_cast<uint32_t>(GetLE(src.data() + i, 4)),
@@ -60,25 +62,22 @@ Status DecodeSegmentUsage(std::string_view src, std::vector<std::pair<uint32_t, 
   return Status::OK();
 }
 
-std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs) {
-  std::string s;
-  s.push_back(1);  // version
-  for (const auto& seg : segs) {
-    PutLE(&s, seg.id, 4);
-    PutLE(&s, seg.max_seq, 8);
-  }
-  return s;
+}  // namespace
+
+std::string EncodeSegmentUsage(const std::vector<vlog::SegmentInfo>& segs) {
+  return EncodeSegmentField(segs, &vlog::SegmentInfo::live_bytes);
 }
 
-Status DecodeSegmentAges(std::string_view src, std::map<uint32_t, uint64_t>* out) {
-  out->clear();
-  if (src.empty() || src[0] != 1 || (src.size() - 1) % 12 != 0) {
-    return Status::Corruption("bad segment age record");
-  }
-  for (size_t i = 1; i < src.size(); i += 12) {
-    (*out)[static_cast<uint32_t>(GetLE(src.data() + i, 4))] = GetLE(src.data() + i + 4, 8);
-  }
-  return Status::OK();
+Status DecodeSegmentUsage(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out) {
+  return DecodeSegmentField(src, "usage", out);
+}
+
+std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs) {
+  return EncodeSegmentField(segs, &vlog::SegmentInfo::max_seq);
+}
+
+Status DecodeSegmentAges(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out) {
+  return DecodeSegmentField(src, "age", out);
 }
 
 Status Fsck(Store* store, FsckReport* rep, const FsckProgress& progress) {

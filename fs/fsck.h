@@ -101,7 +101,7 @@ constexpr std::string_view kSegmentUsageCounter = "segment_usage";
 // Per-segment age hints (the highest record sequence number), written with
 // the usage counters so a clean mount needs no scan to restore either.
 std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs);
-Status DecodeSegmentAges(std::string_view src, std::map<uint32_t, uint64_t>* out);
+Status DecodeSegmentAges(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out);
 constexpr std::string_view kSegmentAgeCounter = "segment_age";
 // The inode-number counter of kv::InodeAllocator.
 constexpr std::string_view kNextInoCounter = "next_ino";

@@ -23,6 +23,14 @@ bool ReadAt(const void* buf, size_t len, size_t off, T* out) {
   return true;
 }
 
+// Whether the request body (after the header) is an In whose `field` has
+// `bit` set; false for a body too short to hold an In.
+template <typename In>
+bool BodyHasFlag(const void* buf, size_t len, uint32_t In::*field, uint32_t bit) {
+  In in;
+  return ReadAt(buf, len, sizeof(fuse_in_header), &in) && (in.*field & bit) != 0;
+}
+
 // Copies `n` bytes at logical offset `off` of the iovec chain to or from `p`.
 bool IovAccess(struct iovec* iov, int count, size_t off, void* p, size_t n, bool write) {
   for (int i = 0; i < count && n > 0; ++i) {
@@ -77,27 +85,17 @@ void InspectRequest(const void* buf, size_t len, WireState* state) {
       state->init_seen.store((in.flags & FUSE_HANDLE_KILLPRIV_V2) != 0);
       break;
     }
-    case FUSE_WRITE: {
-      fuse_write_in in;
-      if (ReadAt(buf, len, body, &in)) {
-        t_flags.kill_suidgid = (in.write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
-      }
+    case FUSE_WRITE:
+      t_flags.kill_suidgid =
+          BodyHasFlag(buf, len, &fuse_write_in::write_flags, FUSE_WRITE_KILL_SUIDGID);
       break;
-    }
-    case FUSE_OPEN: {
-      fuse_open_in in;
-      if (ReadAt(buf, len, body, &in)) {
-        t_flags.kill_suidgid = (in.open_flags & FUSE_OPEN_KILL_SUIDGID) != 0;
-      }
+    case FUSE_OPEN:
+      t_flags.kill_suidgid =
+          BodyHasFlag(buf, len, &fuse_open_in::open_flags, FUSE_OPEN_KILL_SUIDGID);
       break;
-    }
-    case FUSE_SETATTR: {
-      fuse_setattr_in in;
-      if (ReadAt(buf, len, body, &in)) {
-        t_flags.kill_suidgid = (in.valid & FATTR_KILL_SUIDGID) != 0;
-      }
+    case FUSE_SETATTR:
+      t_flags.kill_suidgid = BodyHasFlag(buf, len, &fuse_setattr_in::valid, FATTR_KILL_SUIDGID);
       break;
-    }
     default:
       break;
   }
