@@ -188,7 +188,8 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
       // and for the part of a block past its stored bytes.
       auto d = in->dirty.find(b);
       if (d != in->dirty.end()) {
-        const uint64_t have = d->second.size() > lo ? std::min<uint64_t>(hi, d->second.size()) - lo : 0;
+        const uint64_t stored = d->second.size();
+        const uint64_t have = stored > lo ? std::min<uint64_t>(hi, stored) - lo : 0;
         std::memcpy(out + dst, d->second.data() + lo, have);
         std::memset(out + dst + have, 0, hi - lo - have);
         continue;

@@ -11,8 +11,11 @@ namespace sepfs::fs {
 
 struct MountOptions {
   bool writeback_cache = true;     // nowriteback
-  bool flush_on_close = false;     // flush_on_close: close(2) waits for the vLog write and reports its errors
-  bool killpriv_v2 = true;         // nokillpriv: let the kernel ask for security.capability on every write
+  // flush_on_close: close(2) waits for the vLog write and reports its errors.
+  bool flush_on_close = false;
+  // nokillpriv: the kernel clears set-id bits, asking for security.capability
+  // before every write.
+  bool killpriv_v2 = true;
   bool readdirplus = true;         // noreaddirplus
   bool parallel_dirops = true;     // noparallel_dirops
   bool default_permissions = true; // nodefault_permissions
