@@ -114,6 +114,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.prefetch_dir = req.options.prefetch_dir;
   fo.prefetch_threads = req.options.prefetch_threads;
   fo.data_cache_bytes = static_cast<uint64_t>(req.options.data_cache_mb) << 20;
+  fo.checkpoint_bytes = static_cast<uint64_t>(req.options.checkpoint_mb) << 20;
   fo.gc = req.options.gc;
   fo.gc_picker = req.options.gc_picker;
   std::unique_ptr<Filesystem> fs;

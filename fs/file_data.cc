@@ -198,7 +198,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   }
   kv::Batch batch;
   kv::InodeRecord r = in->rec;
-  std::vector<vlog::BlockPtr> released;
+  std::vector<vlog::BlockPtr> added, released;
   const vlog::Stream stream = StreamFor(in);
   Status st;
   for (const auto& [b, data] : in->dirty) {
@@ -210,6 +210,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     st = vlog_->Append(stream, ino, b, std::string_view(data.data(), len), &p);
     if (!st.ok()) break;
     batch.PutBlock(ino, b, p);
+    added.push_back(p);
     auto o = old.find(b);
     if (o != old.end()) {
       released.push_back(o->second);
@@ -223,8 +224,10 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (st.ok() && vlog_->DropCount() != drops) {
     st = Status::IOError("vlog: buffered records were dropped by a failed write");
   }
+  LiveJournal::Entry entry;
   if (st.ok()) {
     batch.PutInode(r);
+    entry = journal_->Note(&batch, added, released);
     st = meta_->Write(&batch, sync);
   }
   if (!st.ok()) {
@@ -234,6 +237,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
                  static_cast<unsigned long long>(ino), st.ToString().c_str());
   } else {
     in->rec = r;
+    journal_->Commit(entry);
     for (const auto& p : released) vlog_->Release(p);
     stats_.flushes++;
     stats_.blocks_flushed += in->dirty.size();
@@ -315,11 +319,16 @@ void Filesystem::FlusherLoop() {
     l.unlock();
     Status st = FlushAll(/*sync=*/false);
     if (!st.ok()) std::fprintf(stderr, "sepfs: background flush: %s\n", st.ToString().c_str());
+    if (st.ok() && CheckpointDue()) {
+      st = Checkpoint();
+      if (!st.ok()) std::fprintf(stderr, "sepfs: checkpoint: %s\n", st.ToString().c_str());
+    }
     l.lock();
   }
 }
 
 Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
+                                  std::vector<vlog::BlockPtr>* added,
                                   std::vector<vlog::BlockPtr>* released) {
   const uint64_t bs = block_size_;
   if (size < in->rec.size) {
@@ -362,6 +371,7 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           return Status::IOError("vlog: buffered records were dropped by a failed write");
         }
         b->PutBlock(in->ino, last, np);
+        added->push_back(np);
         released->push_back(old);
         in->rec.blocks -= std::min(in->rec.blocks, Sectors(old.length));
         in->rec.blocks += Sectors(np.length);
@@ -442,7 +452,9 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
   }
   in->rec.mtime = in->rec.ctime = Now();
   b.PutInode(in->rec);
+  const LiveJournal::Entry e = journal_->Note(&b, {}, released);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+  journal_->Commit(e);
   for (const auto& p : released) vlog_->Release(p);
   return Status::OK();
 }

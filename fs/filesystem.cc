@@ -43,19 +43,8 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
     b.Put(kv::CounterKey("clean"), kv::EncodeCounter(0));
     SEPFS_RETURN_IF_ERROR(fs->meta_->Write(&b, /*sync=*/true));
   }
-  // Segment live counts: restored from the last clean unmount, else rebuilt
-  // from every block pointer (the recovery work after a crash).
-  const uint64_t t0 = MonotonicMicros();
-  bool restored = false;
-  if (clean) SEPFS_RETURN_IF_ERROR(fs->RestoreLiveCounts(&restored));
-  if (!restored) {
-    uint64_t checked = 0;
-    SEPFS_RETURN_IF_ERROR(
-        fs->RebuildLiveCounts(/*unclean=*/!clean && !options.read_only, &checked));
-    std::fprintf(stderr, "sepfs: %s: %s: checked %llu block pointers in %.1f ms\n",
-                 store_dir.c_str(), clean ? "no usable segment counters" : "recovery",
-                 static_cast<unsigned long long>(checked), (MonotonicMicros() - t0) / 1000.0);
-  }
+  // Segment live counts, and crash recovery (fs/recovery.cc).
+  SEPFS_RETURN_IF_ERROR(fs->StartCounts(clean != 0, store_dir));
   if (!options.read_only) SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
   fs->opened_ = true;
   if (!options.read_only) {
@@ -96,19 +85,12 @@ Status Filesystem::Close() {
     Status st = ReclaimInode(ino);
     if (result.ok()) result = st;
   }
-  if (result.ok()) {
-    kv::Batch b;
-    const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
-    b.Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage(segs));
-    b.Put(kv::CounterKey(kSegmentAgeCounter), EncodeSegmentAges(segs));
-    b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));
-    result = meta_->Write(&b, /*sync=*/true);
-  }
+  if (result.ok()) result = WriteCheckpoint(/*clean=*/true);
   return result;
 }
 
 Status Filesystem::StartGc() {
-  gc_index_ = std::make_unique<FsGcIndex>(meta_, &ptr_mu_, &seg_mu_);
+  gc_index_ = std::make_unique<FsGcIndex>(meta_, journal_.get(), &ptr_mu_, &seg_mu_);
   GcOptions go;
   go.mode = options_.gc;
   go.picker = options_.gc_picker;
@@ -236,7 +218,9 @@ Status Filesystem::ReclaimInode(uint64_t ino) {
   b.Delete(kv::InodeKey(ino));
   b.Delete(kv::SymlinkKey(ino));
   b.Delete(kv::OrphanKey(ino));
+  const LiveJournal::Entry e = journal_->Note(&b, {}, released);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
+  journal_->Commit(e);
   for (const auto& p : released) vlog_->Release(p);
   stats_.orphans_reclaimed++;
   return Status::OK();
@@ -257,88 +241,6 @@ Status Filesystem::ReclaimOrphans() {
     std::fprintf(stderr, "sepfs: reclaimed %zu orphaned inodes\n", orphans.size());
   }
   return Status::OK();
-}
-
-Status Filesystem::RestoreLiveCounts(bool* restored) {
-  *restored = false;
-  std::string usage, ages;
-  Status st = meta_->Get(kv::CounterKey(kSegmentUsageCounter), &usage);
-  if (st.IsNotFound()) {
-    *restored = vlog_->Segments().empty();  // a new store has nothing to count
-    return Status::OK();
-  }
-  SEPFS_RETURN_IF_ERROR(st);
-  st = meta_->Get(kv::CounterKey(kSegmentAgeCounter), &ages);
-  if (!st.ok() && !st.IsNotFound()) return st;
-  std::vector<std::pair<uint32_t, uint64_t>> live, max_seq;
-  if (!DecodeSegmentUsage(usage, &live).ok()) return Status::OK();  // rebuilt; fsck reports it
-  if (st.ok() && !DecodeSegmentAges(ages, &max_seq).ok()) max_seq.clear();
-  const std::map<uint32_t, uint64_t> live_map(live.begin(), live.end());
-  const std::map<uint32_t, uint64_t> age(max_seq.begin(), max_seq.end());
-  // Every segment must have a counter: one made after the counters were
-  // written (which a clean store cannot have) would otherwise look empty.
-  for (const auto& seg : vlog_->Segments()) {
-    if (!live_map.count(seg.id)) return Status::OK();
-  }
-  vlog_->ResetLive();
-  for (const auto& [id, bytes] : live_map) {
-    auto a = age.find(id);
-    if (!vlog_->RestoreLive(id, bytes, a == age.end() ? 0 : a->second)) {
-      vlog_->ResetLive();
-      return Status::OK();
-    }
-  }
-  *restored = true;
-  return Status::OK();
-}
-
-Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked) {
-  vlog_->ResetLive();
-  std::unordered_map<uint32_t, uint64_t> seg_size;
-  for (const auto& seg : vlog_->Segments()) seg_size[seg.id] = seg.size;
-  // After an unclean shutdown a pointer may have reached the LevelDB log
-  // while its record, written but not synced, did not reach the segment
-  // (power loss). Such a pointer points past the end of its segment (or
-  // into a segment that is gone): drop it, the block becomes a hole, and
-  // say so. Intact pointers are counted live.
-  kv::Batch b;
-  uint64_t dropped = 0;
-  std::unordered_map<uint64_t, uint64_t> dropped_sectors;  // ino -> st_blocks to subtract
-  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
-      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
-        vlog::BlockPtr p;
-        ++*checked;
-        if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
-        auto it = seg_size.find(p.segment);
-        const bool intact = it != seg_size.end() && p.offset + p.record_size() <= it->second;
-        if (intact || !unclean) {
-          vlog_->AddLive(p);
-          return true;
-        }
-        uint64_t ino = 0, block = 0;
-        (void)kv::ParseBlockKey(key, &ino, &block);
-        std::fprintf(stderr,
-                     "sepfs: recovery: inode %llu block %llu was never written to segment %u "
-                     "(lost in a crash before fsync); it reads as zeros now\n",
-                     static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
-                     p.segment);
-        b.Delete(key);
-        dropped++;
-        dropped_sectors[ino] += (p.length + 511) / 512;
-        return true;
-      }));
-  if (dropped == 0) return Status::OK();
-  for (const auto& [ino, sectors] : dropped_sectors) {
-    kv::InodeRecord r;
-    Status st = meta_->GetInode(ino, &r);
-    if (st.IsNotFound()) continue;  // fsck reports the stray pointers' owner
-    SEPFS_RETURN_IF_ERROR(st);
-    r.blocks -= std::min(r.blocks, sectors);
-    b.PutInode(r);
-  }
-  std::fprintf(stderr, "sepfs: recovery: dropped %llu block pointers to lost records\n",
-               static_cast<unsigned long long>(dropped));
-  return meta_->Write(&b, /*sync=*/true);
 }
 
 // ---------------------------------------------------------------------------
@@ -400,14 +302,14 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   kv::InodeRecord& r = in->rec;
   const kv::Timespec now = Now();
   kv::Batch b;
-  std::vector<vlog::BlockPtr> released;
+  std::vector<vlog::BlockPtr> added, released;
   std::unique_lock<std::mutex> pl(ptr_mu_, std::defer_lock);
   if (req.set_size) pl.lock();
   if (req.set_mode) r.mode = (r.mode & S_IFMT) | (req.mode & 07777);
   if (req.set_uid) r.uid = req.uid;
   if (req.set_gid) r.gid = req.gid;
   if (req.set_size) {
-    Status st = TruncateLocked(in.get(), req.size, &b, &released);
+    Status st = TruncateLocked(in.get(), req.size, &b, &added, &released);
     if (!st.ok()) {
       r = saved;
       return st;
@@ -421,11 +323,13 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_mtime_now) r.mtime = now;
   r.ctime = req.set_ctime ? req.ctime : now;
   b.PutInode(r);
+  const LiveJournal::Entry e = journal_->Note(&b, added, released);
   Status st = meta_->Write(&b, /*sync=*/false);
   if (!st.ok()) {
     r = saved;
     return st;
   }
+  journal_->Commit(e);
   in->attr_dirty = false;
   for (const auto& p : released) vlog_->Release(p);
   *out = AttrLocked(in.get());

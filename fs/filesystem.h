@@ -8,7 +8,8 @@
 // kernel's (default_permissions); this layer enforces the namespace rules
 // (ENOTEMPTY, EEXIST, ENAMETOOLONG, ...).
 //
-// Lock order: ns_mu_ -> Inode::mu (ascending ino) -> table_mu_ (leaf).
+// Lock order: ns_mu_ -> Inode::mu (ascending ino) -> checkpoint_mu_ -> ptr_mu_ ->
+// seg_mu_ -> table_mu_ (leaf).
 #pragma once
 
 #include <sys/statvfs.h>
@@ -29,6 +30,7 @@
 #include "fs/gc.h"
 #include "fs/gc_index.h"
 #include "fs/inode.h"
+#include "fs/live_journal.h"
 #include "fs/readahead.h"
 #include "fs/store.h"
 #include "kvstore/ino_alloc.h"
@@ -49,6 +51,23 @@ struct FsOptions {
   // Garbage collection: "hotcold", "wisckey" (one stream, oldest first) or "off".
   std::string gc = "hotcold";
   std::string gc_picker;  // "" = the policy's default
+  // A vLog head checkpoint is written after this many vLog bytes or journal
+  // entries; recovery after a crash reads only what came after it.
+  uint64_t checkpoint_bytes = 256ull << 20;
+  uint64_t checkpoint_entries = 65536;
+};
+
+// What the last Open did to bring the segment counts up to date.
+struct RecoveryReport {
+  bool unclean = false;            // the store was not unmounted cleanly
+  bool full_recount = false;       // every block pointer was read
+  uint64_t pointers_checked = 0;   // by the full recount
+  uint64_t pointers_dropped = 0;   // named records lost in a crash
+  uint64_t journal_entries = 0;    // live-count journal entries since the checkpoint
+  uint64_t records_scanned = 0;    // vLog records past the checkpoint heads
+  uint64_t bytes_scanned = 0;
+  uint64_t pointers_replayed = 0;  // lost pointers installed again
+  uint64_t micros = 0;
 };
 
 struct Caller {
@@ -158,6 +177,11 @@ class Filesystem {
   Status ListXattr(uint64_t ino, std::string* names);  // NUL-separated
   Status RemoveXattr(uint64_t ino, std::string_view name);
 
+  // Writes a vLog head checkpoint now (the flusher does it every
+  // checkpoint_bytes); see fs/live_journal.h.
+  Status Checkpoint();
+  const RecoveryReport& recovery() const { return recovery_; }
+
   Status StatFs(struct statvfs* out);
   // One garbage-collection pass now (sepfs gc); force: collect every
   // segment with any garbage. progress gets a line per collected segment.
@@ -198,8 +222,14 @@ class Filesystem {
   // at the last clean unmount (restored=false if there are none usable);
   // RebuildLiveCounts recounts every block pointer (and after an unclean
   // shutdown drops those whose record never reached its segment).
-  Status RestoreLiveCounts(bool* restored);
-  Status RebuildLiveCounts(bool unclean, uint64_t* checked);
+  // Mount-time counts and recovery (recovery.cc).
+  Status StartCounts(bool clean, const std::string& store_dir);
+  bool InstallCounts(const LoadedCounts& lc);
+  bool MayDangle(const LoadedCounts& lc);
+  Status RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped);
+  Status ReplayFromHeads(const VlogHeads& heads);
+  Status WriteCheckpoint(bool clean);
+  bool CheckpointDue();
 
   // Namespace helpers (ns_mu_ held).
   Status CheckName(std::string_view name) const;
@@ -217,6 +247,7 @@ class Filesystem {
   // st, or else the inode's pending write error (cleared either way).
   Status TakeWriteError(Inode* in, Status st);
   Status TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
+                        std::vector<vlog::BlockPtr>* added,
                         std::vector<vlog::BlockPtr>* released);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
   Status HaveSpace(uint64_t bytes);
@@ -259,6 +290,12 @@ class Filesystem {
   std::atomic<uint64_t> bytes_since_check_{0};
 
   FsStats stats_;
+
+  std::unique_ptr<LiveJournal> journal_;
+  RecoveryReport recovery_;
+  std::mutex checkpoint_mu_;           // before ptr_mu_
+  uint64_t checkpoint_appended_ = 0;   // vLog bytes appended at the last checkpoint
+  std::atomic<uint64_t> checkpoints_{0};
 
   std::unique_ptr<FsGcIndex> gc_index_;
   std::unique_ptr<GarbageCollector> gc_;

@@ -50,6 +50,17 @@ std::string Filesystem::StatsText() {
                 stats_.flushes.load(), stats_.blocks_flushed.load(), dirty_total_.load(),
                 stats_.read_eio.load(), stats_.orphans_reclaimed.load());
   s += buf;
+  const RecoveryReport& r = recovery_;
+  std::snprintf(buf, sizeof(buf),
+                "recovery:\n"
+                "  checkpoints written  %" PRIu64 " (%zu journal entries since the last)\n"
+                "  last mount           %s: %" PRIu64 " journal entries, %" PRIu64
+                " vLog records past the checkpoint, %" PRIu64 " pointers replayed, %" PRIu64
+                " pointers recounted, %.1f ms\n",
+                checkpoints_.load(), journal_->entries_since_checkpoint(),
+                r.unclean ? "after a crash" : "clean", r.journal_entries, r.records_scanned,
+                r.pointers_replayed, r.pointers_checked, r.micros / 1e3);
+  s += buf;
   const uint64_t user = stats_.user_bytes_written.load();
   const uint64_t device = vlog_->stats().bytes_appended;
   std::snprintf(buf, sizeof(buf),

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/live_journal.h"
 #include "fs/store.h"
 
 namespace sepfs::fs {
@@ -94,15 +95,6 @@ Status Fsck(Store* store, FsckReport* report, const FsckProgress& progress);
 Status Fsck(Store* store, const FsckOptions& options, FsckReport* report,
             const FsckProgress& progress);
 
-// Persisted per-segment live counters (written at clean unmount).
-std::string EncodeSegmentUsage(const std::vector<vlog::SegmentInfo>& segs);
-Status DecodeSegmentUsage(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out);
-constexpr std::string_view kSegmentUsageCounter = "segment_usage";
-// Per-segment age hints (the highest record sequence number), written with
-// the usage counters so a clean mount needs no scan to restore either.
-std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs);
-Status DecodeSegmentAges(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out);
-constexpr std::string_view kSegmentAgeCounter = "segment_age";
 // The inode-number counter of kv::InodeAllocator.
 constexpr std::string_view kNextInoCounter = "next_ino";
 

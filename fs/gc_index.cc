@@ -38,6 +38,7 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
   std::lock_guard<std::mutex> l(*ptr_mu_);
   const uint64_t start = MonotonicMicros();
   kv::Batch b;
+  std::vector<vlog::BlockPtr> added, removed;
   for (size_t i = 0; i < relocs.size(); i++) {
     const auto& r = relocs[i];
     vlog::BlockPtr cur;
@@ -45,12 +46,19 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
     SEPFS_RETURN_IF_ERROR(Current(meta_, r.inode, r.block, &cur, &present));
     if (present && cur == r.from) {
       b.PutBlock(r.inode, r.block, r.to);
+      added.push_back(r.to);
+      removed.push_back(r.from);
       (*swapped)[i] = true;
     }
   }
+  const LiveJournal::Entry e = journal_->Note(&b, added, removed);
   Status st = b.empty() ? Status::OK() : meta_->Write(&b, /*sync=*/true);
   NoteHold(MonotonicMicros() - start);
-  if (!st.ok()) swapped->assign(relocs.size(), false);
+  if (!st.ok()) {
+    swapped->assign(relocs.size(), false);
+  } else {
+    journal_->Commit(e);
+  }
   return st;
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "fs/live_journal.h"
 #include "kvstore/meta_store.h"
 #include "vlog/gc_job.h"
 
@@ -14,8 +15,9 @@ namespace sepfs::fs {
 
 class FsGcIndex : public vlog::GcIndex {
  public:
-  FsGcIndex(kv::MetaStore* meta, std::mutex* ptr_mu, std::shared_mutex* seg_mu)
-      : meta_(meta), ptr_mu_(ptr_mu), seg_mu_(seg_mu) {}
+  FsGcIndex(kv::MetaStore* meta, LiveJournal* journal, std::mutex* ptr_mu,
+            std::shared_mutex* seg_mu)
+      : meta_(meta), journal_(journal), ptr_mu_(ptr_mu), seg_mu_(seg_mu) {}
 
   Status IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) override;
   Status SwapPointers(const std::vector<vlog::Relocation>& relocs,
@@ -28,6 +30,7 @@ class FsGcIndex : public vlog::GcIndex {
  private:
   void NoteHold(uint64_t us);
   kv::MetaStore* const meta_;
+  LiveJournal* const journal_;
   std::mutex* const ptr_mu_;
   std::shared_mutex* const seg_mu_;
   std::atomic<uint64_t> max_hold_us_{0};

@@ -68,6 +68,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseUnsigned(val, 256, &o->prefetch_threads) && o->prefetch_threads > 0;
     } else if (key == "data_cache_mb") {
       ok = ParseUnsigned(val, 1u << 20, &o->data_cache_mb);
+    } else if (key == "checkpoint_mb") {
+      ok = ParseUnsigned(val, 1u << 20, &o->checkpoint_mb) && o->checkpoint_mb > 0;
     } else if (key == "gc") {
       o->gc = val;
       ok = val == "hotcold" || val == "wisckey" || val == "off";

@@ -32,6 +32,7 @@ struct MountOptions {
   bool prefetch_dir = true;        // noprefetch_dir: no readdir-triggered prefetch
   unsigned prefetch_threads = 8;   // prefetch_threads=N
   unsigned data_cache_mb = 256;    // data_cache_mb=N: vLog block cache
+  unsigned checkpoint_mb = 256;    // checkpoint_mb=N: vLog MiB between recovery checkpoints
   std::string gc = "hotcold";      // gc=hotcold|wisckey|off
   std::string gc_picker;           // gc_picker=greedy|cost-benefit|oldest ("" = policy default)
   std::vector<std::string> passthrough;  // options for libfuse

@@ -566,12 +566,16 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   return Status::OK();
 }
 
+// The persisted counts are the last checkpoint plus the journal entries
+// since (fs/live_journal.h). After repairs, or when they disagree with the
+// pointers, they are rewritten as a checkpoint of a recount. A store not
+// unmounted cleanly loses its checkpoint instead: its journal is what tells
+// the mount which pointers may name records a crash took, so the mount does
+// a full recount (and drops such pointers).
 Status Repairer::RewriteCounters(bool asked) {
-  uint64_t clean = 0;
-  Status st = meta_->GetCounter("clean", &clean);
-  if (st.IsNotFound() || (st.ok() && !clean)) return Status::OK();  // the mount rebuilds
-  if (!st.ok()) return st;
-  if (!asked && !rep_->changed()) return Status::OK();
+  LoadedCounts lc;
+  SEPFS_RETURN_IF_ERROR(LoadCounts(meta_, &lc));
+  if (!lc.have_checkpoint) return Status::OK();  // the mount recounts
   std::map<uint32_t, uint64_t> live;
   SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(std::string(1, kv::kTagBlock),
                                           [&](std::string_view, std::string_view value) {
@@ -581,25 +585,31 @@ Status Repairer::RewriteCounters(bool asked) {
                                             }
                                             return true;
                                           }));
-  std::vector<vlog::SegmentInfo> segs = store_->vlog()->Segments();
-  for (auto& s : segs) s.live_bytes = live.count(s.id) ? live[s.id] : 0;
-  const std::string want = EncodeSegmentUsage(segs);
-  std::string have;
-  st = meta_->Get(kv::CounterKey(kSegmentUsageCounter), &have);
+  if (lc.consistent && lc.live == live && !asked && !rep_->changed()) return Status::OK();
+  size_t differ = 0;
+  for (const auto& [id, bytes] : live) differ += !lc.live.count(id) || lc.live.at(id) != bytes;
+  for (const auto& [id, bytes] : lc.live) differ += !live.count(id);
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(std::string(1, kv::kTagJournal),
+                                          [&](std::string_view key, std::string_view) {
+                                            batch_.Delete(key);
+                                            return true;
+                                          }));
+  uint64_t clean = 0;
+  Status st = meta_->GetCounter("clean", &clean);
   if (!st.ok() && !st.IsNotFound()) return st;
-  if (st.ok() && have == want) return Status::OK();
-  std::vector<std::pair<uint32_t, uint64_t>> old;
-  size_t differ = segs.size();
-  if (st.ok() && DecodeSegmentUsage(have, &old).ok()) {
-    std::map<uint32_t, uint64_t> old_map(old.begin(), old.end());
-    differ = 0;
-    for (const auto& s : segs) differ += !old_map.count(s.id) || old_map[s.id] != s.live_bytes;
+  if (!clean) {
+    batch_.Delete(kv::CounterKey(kSegmentUsageCounter));
+    batch_.Delete(kv::CounterKey(kVlogHeadsCounter));
+    SEPFS_RETURN_IF_ERROR(Commit(true));
+    Change("dropped the segment counter checkpoint (not unmounted cleanly): the next mount "
+           "recounts every block pointer");
+    return Status::OK();
   }
-  batch_.Put(kv::CounterKey(kSegmentUsageCounter), want);
+  batch_.Put(kv::CounterKey(kSegmentUsageCounter), EncodeLiveCounts(live));
   SEPFS_RETURN_IF_ERROR(Commit(true));
-  if (differ > 0 || asked) {
-    Change("rewrote the persisted live counters of " + std::to_string(segs.size()) +
-           " segments from a recount (" + std::to_string(differ) + " differed)");
+  if (differ > 0 || !lc.consistent || asked) {
+    Change("rewrote the persisted live counters from a recount (" + std::to_string(differ) +
+           " segments differed)");
   }
   return Status::OK();
 }

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fs/clock.h"
+#include "fs/live_journal.h"
 
 namespace sepfs::fs {
 
@@ -106,6 +107,9 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
   b.PutInode(root);
   b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));
+  // The first checkpoint: no segment, no live byte (fs/live_journal.h).
+  b.Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage({}));
+  b.Put(kv::CounterKey(kVlogHeadsCounter), EncodeVlogHeads(VlogHeads{}));
   SEPFS_RETURN_IF_ERROR(meta->Write(&b, /*sync=*/true));
   return env->SyncDir(dir);
 }

@@ -104,6 +104,7 @@ std::string XattrPrefix(uint64_t ino) { return TagKey(kTagXattr, ino); }
 std::string SymlinkKey(uint64_t ino) { return TagKey(kTagSymlink, ino); }
 
 std::string OrphanKey(uint64_t ino) { return TagKey(kTagOrphan, ino); }
+std::string JournalKey(uint64_t n) { return TagKey(kTagJournal, n); }
 
 std::string PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
@@ -140,6 +141,9 @@ bool ParseXattrKey(std::string_view key, uint64_t* ino, std::string_view* name) 
 bool ParseOrphanKey(std::string_view key, uint64_t* ino) {
   return ParseIntKey(key, kTagOrphan, ino);
 }
+bool ParseJournalKey(std::string_view key, uint64_t* n) {
+  return ParseIntKey(key, kTagJournal, n);
+}
 
 std::string DescribeKey(std::string_view key) {
   std::string out;
@@ -154,6 +158,7 @@ std::string DescribeKey(std::string_view key) {
   if (ParseInodeKey(key, &a)) return "inode(" + std::to_string(a) + ")";
   if (ParseOrphanKey(key, &a)) return "orphan(" + std::to_string(a) + ")";
   if (ParseIntKey(key, kTagSymlink, &a)) return "symlink(" + std::to_string(a) + ")";
+  if (ParseJournalKey(key, &a)) return "journal(" + std::to_string(a) + ")";
   if (ParseBlockKey(key, &a, &b)) {
     return "block(" + std::to_string(a) + "," + std::to_string(b) + ")";
   }

@@ -15,6 +15,7 @@
 //   'X' ino(8) name                        xattr value bytes
 //   'L' ino(8)                             symlink target bytes
 //   'O' ino(8)                             "" (orphan: nlink 0, still open)
+//   'J' n(8)                               live-count journal entry (fs/live_journal.h)
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ enum Tag : char {
   kTagXattr = 'X',
   kTagSymlink = 'L',
   kTagOrphan = 'O',
+  kTagJournal = 'J',
 };
 
 std::string SuperKey();
@@ -45,6 +47,7 @@ std::string XattrKey(uint64_t ino, std::string_view name);
 std::string XattrPrefix(uint64_t ino);
 std::string SymlinkKey(uint64_t ino);
 std::string OrphanKey(uint64_t ino);
+std::string JournalKey(uint64_t n);
 // The smallest key greater than every key that starts with prefix: the last
 // byte that is not 0xff is incremented and trailing 0xff bytes are dropped.
 // Returns "" when prefix is empty or all 0xff, meaning "no upper bound"
@@ -57,6 +60,7 @@ bool ParseDentryKey(std::string_view key, uint64_t* parent, std::string_view* na
 bool ParseBlockKey(std::string_view key, uint64_t* ino, uint64_t* block);
 bool ParseXattrKey(std::string_view key, uint64_t* ino, std::string_view* name);
 bool ParseOrphanKey(std::string_view key, uint64_t* ino);
+bool ParseJournalKey(std::string_view key, uint64_t* n);
 // Dentry and xattr names are never empty: a bare prefix does not parse.
 
 // Printable form of any key, e.g. "dentry(1,'a\x00b')", "block(7,3)", for

@@ -56,6 +56,7 @@ constexpr const char* kMountUsage =
     "       entry_timeout=SEC, flush_interval=SEC, cache_mb=N, threads=N,\n"
     "       gc=hotcold|wisckey|off, gc_picker=greedy|cost-benefit|oldest,\n"
     "       noprefetch_seq, noprefetch_dir, prefetch_threads=N, data_cache_mb=N,\n"
+    "       checkpoint_mb=N (vLog MiB between recovery checkpoints, default 256),\n"
     "       and the generic FUSE/mount options\n"
     "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 

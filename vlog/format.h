@@ -22,7 +22,7 @@
 //   off size field
 //     0    4 magic        kRecordMagic
 //     4    1 version      kFormatVersion
-//     5    1 flags        0 for now
+//     5    1 flags        kRecordRelocated for a GC copy, else 0
 //     6    2 reserved     0
 //     8    4 data_len     <= kMaxRecordData
 //    12    4 reserved     0
@@ -52,6 +52,10 @@ constexpr uint8_t kFormatVersion = 1;
 constexpr size_t kSegmentHeaderSize = 64;
 constexpr size_t kRecordHeaderSize = 48;
 constexpr uint32_t kMaxRecordData = 16u << 20;
+// Record flag: a copy made by GC of a record that was live when read. Crash
+// recovery never replays such a record (it may be a stale copy that lost its
+// compare-and-set to a newer user write); see docs/durability.md.
+constexpr uint8_t kRecordRelocated = 1;
 
 // Open segments ("streams") a record can be appended to.
 enum class Stream : uint8_t { kHot = 0, kCold = 1 };

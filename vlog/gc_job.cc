@@ -119,7 +119,7 @@ Status Job::RelocateBatch() {
   };
   const uint64_t drops = vlog_->DropCount();
   for (Pending& p : batch) {
-    Status st = vlog_->Append(o_.dest, p.r.inode, p.r.block, p.data, &p.r.to);
+    Status st = vlog_->Append(o_.dest, p.r.inode, p.r.block, p.data, &p.r.to, kRecordRelocated);
     if (!st.ok()) {
       release_copies();
       return st.WithContext(Name());

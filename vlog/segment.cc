@@ -29,8 +29,14 @@ Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const ch
   return Status::OK();
 }
 
-SegmentReader::SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk)
-    : file_(file), id_(segment_id), limit_(limit), chunk_(std::max<size_t>(chunk, 4096)) {}
+SegmentReader::SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk,
+                             uint64_t start)
+    : file_(file),
+      id_(segment_id),
+      limit_(limit),
+      chunk_(std::max<size_t>(chunk, 4096)),
+      pos_(std::max<uint64_t>(start, kSegmentHeaderSize)),
+      record_off_(pos_) {}
 
 std::string SegmentReader::Where() const { return Location(id_, record_off_); }
 

@@ -53,8 +53,10 @@ Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const ch
 // Reads the records of a segment file front to back, in large chunks.
 class SegmentReader {
  public:
-  // Reads [kSegmentHeaderSize, limit) of file; chunk is the read size.
-  SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk = 1u << 20);
+  // Reads the records in [start, limit) of file (start is a record boundary,
+  // at least kSegmentHeaderSize); chunk is the read size.
+  SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk = 1u << 20,
+                uint64_t start = kSegmentHeaderSize);
 
   // The next record. OK with *at_end == false: h and data are filled (data
   // stays valid until the next call). OK with *at_end: no bytes left.

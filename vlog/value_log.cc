@@ -58,7 +58,7 @@ class ValueLog::Impl {
 
   Status Load();
   Status Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
-                BlockPtr* ptr);
+                BlockPtr* ptr, uint8_t flags);
   Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
   Status ReadMany(std::span<ReadRequest> reqs);
   Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
@@ -71,7 +71,9 @@ class ValueLog::Impl {
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
-  Status ScanSegment(uint32_t id, const ScanFn& fn);
+  Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
+  std::vector<StreamHead> Heads() const;
+  uint32_t MaxSegmentId() const;
   Status DeleteSegment(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
@@ -119,7 +121,7 @@ class ValueLog::Impl {
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> dir_dirty_{false};
   std::mutex sync_mu_;
-  StreamState streams_[kNumStreams];
+  mutable StreamState streams_[kNumStreams];  // mutable: Heads() locks them
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
       bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0};
@@ -304,7 +306,7 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
 }
 
 Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
-                              std::string_view data, BlockPtr* ptr) {
+                              std::string_view data, BlockPtr* ptr, uint8_t flags) {
   const int si = static_cast<int>(stream);
   if (si < 0 || si >= kNumStreams) return Status::InvalidArgument("vlog: bad stream");
   if (data.size() > kMaxRecordData) {
@@ -326,6 +328,7 @@ Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
   }
   Segment& seg = *s.seg;
   RecordHeader h;
+  h.flags = flags;
   h.data_len = static_cast<uint32_t>(data.size());
   h.inode = inode;
   h.block = block;
@@ -618,7 +621,7 @@ void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) {
   }
 }
 
-Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn) {
+Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   std::shared_ptr<Segment> seg = Find(id);
   if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
   if (seg->damaged()) return seg->damage;
@@ -628,8 +631,9 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn) {
     if (s.seg == seg) SEPFS_RETURN_IF_ERROR(FlushLocked(s));
   }
   const uint64_t limit = seg->flushed.load(std::memory_order_acquire);
-  seg->file->Advise(0, limit, POSIX_FADV_SEQUENTIAL);
-  SegmentReader reader(seg->file.get(), id, limit);
+  if (from >= limit) return Status::OK();
+  seg->file->Advise(from, limit - from, POSIX_FADV_SEQUENTIAL);
+  SegmentReader reader(seg->file.get(), id, limit, 1u << 20, from);
   for (;;) {
     RecordHeader h;
     std::string_view data;
@@ -645,6 +649,20 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn) {
     seg->NoteSeq(h.seq);
     if (!fn(ptr, h, data, st)) return Status::OK();
   }
+}
+
+std::vector<StreamHead> ValueLog::Impl::Heads() const {
+  std::vector<StreamHead> out;
+  for (auto& s : streams_) {
+    std::lock_guard lk(s.mu);
+    if (s.seg != nullptr) out.push_back({s.seg->id, s.seg->size.load()});
+  }
+  return out;
+}
+
+uint32_t ValueLog::Impl::MaxSegmentId() const {
+  std::shared_lock lk(segs_mu_);
+  return static_cast<uint32_t>(next_id_ - 1);
 }
 
 // ---- Deleting and sealing -----------------------------------------------------
@@ -703,8 +721,8 @@ Status ValueLog::Open(const Options& options, const std::string& dir,
 }
 
 Status ValueLog::Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
-                        BlockPtr* ptr) {
-  return impl_->Append(stream, inode, block, data, ptr);
+                        BlockPtr* ptr, uint8_t flags) {
+  return impl_->Append(stream, inode, block, data, ptr, flags);
 }
 Status ValueLog::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf) {
   return impl_->Read(ptr, inode, block, buf);
@@ -726,7 +744,11 @@ uint64_t ValueLog::DropCount() const { return impl_->DropCount(); }
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
-Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn) { return impl_->ScanSegment(id, fn); }
+Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
+  return impl_->ScanSegment(id, fn, from);
+}
+std::vector<StreamHead> ValueLog::Heads() const { return impl_->Heads(); }
+uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }

@@ -82,6 +82,12 @@ struct Stats {
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
 };
 
+struct StreamHead {
+  uint32_t segment = 0;
+  uint64_t offset = 0;
+  bool operator==(const StreamHead&) const = default;
+};
+
 // One request of ReadMany.
 struct ReadRequest {
   BlockPtr ptr;
@@ -113,8 +119,9 @@ class ValueLog {
   // where it lives. data.size() <= kMaxRecordData (else InvalidArgument).
   // A record that does not fit the open segment's remaining room goes to a
   // fresh segment; a record larger than segment_size gets a segment alone.
+  // flags: record flags (format.h), e.g. kRecordRelocated for GC copies.
   Status Append(Stream stream, uint64_t inode, uint64_t block, std::string_view data,
-                BlockPtr* ptr);
+                BlockPtr* ptr, uint8_t flags = 0);
 
   // Reads the record at ptr into buf (ptr.length bytes), checking magic,
   // checksum, length, inode, block and seq. Mismatch: Corruption (EIO), the
@@ -167,7 +174,16 @@ class ValueLog {
   // and ends the scan with OK; the return value is non-OK only for an
   // unknown segment (NotFound), a damaged segment header (Corruption) or an
   // I/O error.
-  Status ScanSegment(uint32_t id, const ScanFn& fn);
+  // `from` (a record boundary, e.g. a StreamHead offset) skips the records
+  // before it.
+  Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from = 0);
+
+  // Where each stream appends next: the open segment and its size (append
+  // buffer included). With MaxSegmentId() this is a vLog head checkpoint:
+  // after a crash, the records appended since are those at or past a head
+  // offset of its segment, plus every record of a segment with a larger id.
+  std::vector<StreamHead> Heads() const;
+  uint32_t MaxSegmentId() const;  // 0 if no segment was ever created
 
   // Deletes sealed segment `id`: it leaves the segment map (later reads of
   // pointers into it return Corruption, its id is never handed out again by

@@ -4,11 +4,14 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -86,6 +89,47 @@ class FsTest : public ::testing::Test {
     ASSERT_TRUE(fs_);
     ASSERT_OK(fs_->Close());
     fs_.reset();
+  }
+
+  // Opens the store in a child process, runs fn(fs) there and ends the
+  // child with _exit() without closing anything: the store is left as after
+  // a crash (what reached the kernel survives, nothing else). fn returns 0
+  // or the number of the step that failed. The parent's Filesystem must be
+  // closed.
+  template <typename Fn>
+  void InCrashingChild(Fn fn) {
+    ASSERT_FALSE(fs_);
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(60);  // never hang the test run
+      std::unique_ptr<Filesystem> fs;
+      if (!Filesystem::Open(store_dir_, fs_options(), &fs).ok()) _exit(100);
+      const int rc = fn(fs.get());
+      (void)fs.release();  // no destructor, no Close: a crash
+      _exit(rc);
+    }
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFEXITED(wstatus)) << "child died, status " << wstatus;
+    ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "child failed at step " << WEXITSTATUS(wstatus);
+  }
+
+  std::unique_ptr<Store> OpenStore() {
+    std::unique_ptr<Store> s;
+    Status st = Store::Open(store_dir_, StoreOptions{}, &s);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return s;
+  }
+
+  // Applies one batch to the closed store.
+  void Damage(const std::function<void(kv::MetaStore*, kv::Batch*)>& fn) {
+    auto s = OpenStore();
+    ASSERT_TRUE(s);
+    kv::Batch b;
+    fn(s->meta(), &b);
+    ASSERT_OK(s->meta()->Write(&b, /*sync=*/true));
   }
 
   // Runs Fsck on the closed store.

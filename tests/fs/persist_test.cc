@@ -39,31 +39,6 @@ class PersistTest : public FsTest {
     }
   }
 
-  // Opens the store in a child process, runs fn(fs) there and ends the
-  // child with _exit() without closing anything: the store is left as after
-  // a crash (what reached the kernel survives, nothing else). fn returns 0
-  // or the number of the step that failed. The parent's Filesystem must be
-  // closed.
-  template <typename Fn>
-  void InCrashingChild(Fn fn) {
-    ASSERT_FALSE(fs_);
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      alarm(60);  // never hang the test run
-      std::unique_ptr<Filesystem> fs;
-      if (!Filesystem::Open(store_dir_, fs_options(), &fs).ok()) _exit(100);
-      const int rc = fn(fs.get());
-      (void)fs.release();  // no destructor, no Close: a crash
-      _exit(rc);
-    }
-    int wstatus = 0;
-    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
-    ASSERT_TRUE(WIFEXITED(wstatus)) << "child died, status " << wstatus;
-    ASSERT_EQ(WEXITSTATUS(wstatus), 0) << "child failed at step " << WEXITSTATUS(wstatus);
-  }
-
   std::string SegmentFile() {
     std::vector<std::string> segs;
     for (const auto& e : std::filesystem::directory_iterator(VlogDir(store_dir_))) {

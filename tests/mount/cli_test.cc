@@ -238,6 +238,21 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
   ASSERT_NO_FATAL_FAILURE(Mount());
 }
 
+// A malformed option is refused with a message naming it; nothing is mounted
+// and the store stays usable.
+TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
+  for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "max_write=12",
+                          "prefetch_threads=0", "flush_interval=-1"}) {
+    CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
+    EXPECT_FALSE(r.timed_out) << opt;
+    EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
+    EXPECT_TRUE(Contains(r.err, std::string("bad value in mount option '") + opt + "'"))
+        << r.Describe();
+    EXPECT_FALSE(IsMountpoint(mnt())) << opt;
+  }
+  ASSERT_NO_FATAL_FAILURE(Mount());
+}
+
 TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "first"));
   const std::string mnt2 = root() + "/mnt2";
@@ -322,6 +337,7 @@ TEST_F(UnmountedTest, MountOptions) {
       {"attr_timeout=30", "entry_timeout=30"},
       {"flush_interval=1"},
       {"cache_mb=1"},
+      {"checkpoint_mb=1"},
       {"nodefault_permissions"},
       {"nowriteback", "noreaddirplus", "max_write=4096", "cache_mb=2"},
   };

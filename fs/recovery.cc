@@ -1,0 +1,266 @@
+// Filesystem: segment live counts at mount, crash recovery from the last
+// vLog head checkpoint, and writing checkpoints (docs/durability.md).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+
+#include "fs/clock.h"
+#include "fs/filesystem.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
+
+}  // namespace
+
+Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
+  const uint64_t t0 = MonotonicMicros();
+  const bool recover = !clean && !options_.read_only;
+  RecoveryReport& rep = recovery_;
+  rep.unclean = !clean;
+  LoadedCounts lc;
+  SEPFS_RETURN_IF_ERROR(LoadCounts(meta_, &lc));
+  rep.journal_entries = lc.entry_numbers.size();
+  bool usable = lc.have_checkpoint && lc.consistent && InstallCounts(lc);
+  // After a crash a pointer written since the checkpoint may name a record
+  // that never reached its segment: only a full recount finds and drops it.
+  if (usable && recover && MayDangle(lc)) usable = false;
+  if (usable) {
+    journal_ = std::make_unique<LiveJournal>(lc.live, lc.entry_numbers);
+  } else {
+    rep.full_recount = true;
+    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
+                                            &rep.pointers_dropped));
+    std::map<uint32_t, uint64_t> live;
+    for (const auto& seg : vlog_->Segments()) {
+      if (seg.live_bytes > 0) live[seg.id] = seg.live_bytes;
+    }
+    journal_ = std::make_unique<LiveJournal>(std::move(live), lc.entry_numbers);
+  }
+  if (recover && lc.have_checkpoint && lc.consistent) {
+    SEPFS_RETURN_IF_ERROR(ReplayFromHeads(lc.heads));
+  }
+  if (!options_.read_only && (recover || rep.full_recount)) {
+    SEPFS_RETURN_IF_ERROR(WriteCheckpoint(/*clean=*/false));
+  }
+  rep.micros = MonotonicMicros() - t0;
+  if (recover || rep.full_recount) {
+    std::fprintf(stderr,
+                 "sepfs: %s: %s: %llu journal entries, %llu vLog records (%llu KiB) past the "
+                 "checkpoint, %llu pointers replayed, %s%llu block pointers checked, in %.1f ms\n",
+                 store_dir.c_str(), recover ? "recovery" : "counting segments",
+                 static_cast<unsigned long long>(rep.journal_entries),
+                 static_cast<unsigned long long>(rep.records_scanned),
+                 static_cast<unsigned long long>(rep.bytes_scanned >> 10),
+                 static_cast<unsigned long long>(rep.pointers_replayed),
+                 rep.full_recount ? "full recount: " : "",
+                 static_cast<unsigned long long>(rep.pointers_checked), rep.micros / 1000.0);
+  }
+  return Status::OK();
+}
+
+bool Filesystem::InstallCounts(const LoadedCounts& lc) {
+  const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
+  std::map<uint32_t, bool> exists;
+  for (const auto& seg : segs) exists[seg.id] = true;
+  // Live bytes in a segment the store lacks: the counts do not describe it.
+  for (const auto& [id, bytes] : lc.live) {
+    if (!exists.count(id)) return false;
+  }
+  vlog_->ResetLive();
+  for (const auto& seg : segs) {
+    auto l = lc.live.find(seg.id);
+    auto a = lc.ages.find(seg.id);
+    if (!vlog_->RestoreLive(seg.id, l == lc.live.end() ? 0 : l->second,
+                            a == lc.ages.end() ? 0 : a->second)) {
+      vlog_->ResetLive();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Filesystem::MayDangle(const LoadedCounts& lc) {
+  std::map<uint32_t, uint64_t> size;
+  for (const auto& seg : vlog_->Segments()) size[seg.id] = seg.size;
+  for (const auto& [id, end] : lc.max_end) {
+    auto it = size.find(id);
+    // A segment gone (GC deleted it) matters only if pointers still name it.
+    if (it == size.end() ? lc.live.count(id) > 0 : end > it->second) return true;
+  }
+  return false;
+}
+
+Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped) {
+  vlog_->ResetLive();
+  std::unordered_map<uint32_t, uint64_t> seg_size;
+  for (const auto& seg : vlog_->Segments()) seg_size[seg.id] = seg.size;
+  // After an unclean shutdown a pointer may have reached the LevelDB log
+  // while its record, written but not synced, did not reach the segment
+  // (power loss). Such a pointer points past the end of its segment (or
+  // into a segment that is gone): drop it, the block becomes a hole, and
+  // say so. Intact pointers are counted live.
+  kv::Batch b;
+  std::unordered_map<uint64_t, uint64_t> dropped_sectors;  // ino -> st_blocks to subtract
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
+      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
+        vlog::BlockPtr p;
+        ++*checked;
+        if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
+        auto it = seg_size.find(p.segment);
+        const bool intact = it != seg_size.end() && p.offset + p.record_size() <= it->second;
+        if (intact || !unclean) {
+          vlog_->AddLive(p);
+          return true;
+        }
+        uint64_t ino = 0, block = 0;
+        (void)kv::ParseBlockKey(key, &ino, &block);
+        std::fprintf(stderr,
+                     "sepfs: recovery: inode %llu block %llu was never written to segment %u "
+                     "(lost in a crash before fsync); it reads as zeros now\n",
+                     static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
+                     p.segment);
+        b.Delete(key);
+        ++*dropped;
+        dropped_sectors[ino] += Sectors(p.length);
+        return true;
+      }));
+  if (*dropped == 0) return Status::OK();
+  for (const auto& [ino, sectors] : dropped_sectors) {
+    kv::InodeRecord r;
+    Status st = meta_->GetInode(ino, &r);
+    if (st.IsNotFound()) continue;  // fsck reports the stray pointers' owner
+    SEPFS_RETURN_IF_ERROR(st);
+    r.blocks -= std::min(r.blocks, sectors);
+    b.PutInode(r);
+  }
+  std::fprintf(stderr, "sepfs: recovery: dropped %llu block pointers to lost records\n",
+               static_cast<unsigned long long>(*dropped));
+  // The journal on disk still counts the dropped pointers until the
+  // checkpoint that follows; a crash before it recounts again (MayDangle).
+  return meta_->Write(&b, /*sync=*/true);
+}
+
+// Records appended after the checkpoint whose pointer batch was lost (the
+// LevelDB log tail did not survive a power loss, or the daemon died between
+// the vLog write and the batch) are installed again when that is safe:
+//   - GC copies never are (a copy may have lost its compare-and-set);
+//   - the block must still have a pointer, to an older record: a pointer
+//     that is absent was never written (the block's data was not durable)
+//     or was removed by a truncate, hole punch or unlink that survived,
+//     and must stay removed;
+//   - the inode must be a regular file whose size covers the record.
+// Among several records of one block the highest sequence number wins.
+Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
+  struct Candidate {
+    uint64_t ino, block;
+    vlog::BlockPtr ptr;
+  };
+  std::vector<Candidate> cands;
+  RecoveryReport& rep = recovery_;
+  for (const auto& seg : vlog_->Segments()) {
+    if (seg.damaged) continue;
+    uint64_t from = 0;
+    if (seg.id <= heads.max_segment) {
+      auto h = std::find_if(heads.heads.begin(), heads.heads.end(),
+                            [&](const vlog::StreamHead& x) { return x.segment == seg.id; });
+      if (h == heads.heads.end()) continue;  // sealed and synced before the checkpoint
+      from = h->offset;
+    }
+    SEPFS_RETURN_IF_ERROR(vlog_->ScanSegment(
+        seg.id,
+        [&](const vlog::BlockPtr& p, const vlog::RecordHeader& h, std::string_view,
+            const Status& st) {
+          if (!st.ok()) return false;  // a torn or damaged tail ends the segment
+          rep.records_scanned++;
+          rep.bytes_scanned += p.record_size();
+          if (!(h.flags & vlog::kRecordRelocated)) cands.push_back({h.inode, h.block, p});
+          return true;
+        },
+        from));
+  }
+  std::sort(cands.begin(), cands.end(),
+            [](const Candidate& a, const Candidate& b) { return a.ptr.seq < b.ptr.seq; });
+  std::map<std::pair<uint64_t, uint64_t>, vlog::BlockPtr> current;  // installed here
+  std::map<uint64_t, kv::InodeRecord> inodes;                        // changed here
+  std::vector<vlog::BlockPtr> added, removed;
+  kv::Batch b;
+  for (const Candidate& c : cands) {
+    const auto key = std::make_pair(c.ino, c.block);
+    vlog::BlockPtr cur;
+    auto it = current.find(key);
+    if (it != current.end()) {
+      cur = it->second;
+    } else {
+      std::string raw;
+      Status st = meta_->Get(kv::BlockKey(c.ino, c.block), &raw);
+      if (st.IsNotFound()) continue;
+      SEPFS_RETURN_IF_ERROR(st);
+      if (!kv::DecodeBlockValue(raw, &cur).ok()) continue;  // fsck reports it
+    }
+    if (cur.seq >= c.ptr.seq) continue;  // the same record, or a newer one
+    auto in = inodes.find(c.ino);
+    if (in == inodes.end()) {
+      kv::InodeRecord r;
+      Status st = meta_->GetInode(c.ino, &r);
+      if (st.IsNotFound()) continue;
+      SEPFS_RETURN_IF_ERROR(st);
+      in = inodes.emplace(c.ino, r).first;
+    }
+    kv::InodeRecord& r = in->second;
+    if (!S_ISREG(r.mode) || c.block * block_size_ + c.ptr.length > r.size) continue;
+    b.PutBlock(c.ino, c.block, c.ptr);
+    added.push_back(c.ptr);
+    removed.push_back(cur);
+    r.blocks = r.blocks - std::min(r.blocks, Sectors(cur.length)) + Sectors(c.ptr.length);
+    current[key] = c.ptr;
+  }
+  if (added.empty()) return Status::OK();
+  for (const auto& [ino, r] : inodes) b.PutInode(r);
+  const LiveJournal::Entry e = journal_->Note(&b, added, removed);
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true));
+  journal_->Commit(e);
+  for (const auto& p : added) vlog_->AddLive(p);
+  for (const auto& p : removed) vlog_->Release(p);
+  rep.pointers_replayed = added.size();
+  std::fprintf(stderr,
+               "sepfs: recovery: replayed %zu block pointers lost with the metadata log tail "
+               "(their records survived in the vLog)\n",
+               added.size());
+  return Status::OK();
+}
+
+Status Filesystem::WriteCheckpoint(bool clean) {
+  std::lock_guard<std::mutex> cl(checkpoint_mu_);
+  // Most of the data first, without holding up writers; then, with pointer
+  // changes held off, the heads and whatever was appended before them.
+  SEPFS_RETURN_IF_ERROR(vlog_->Sync());
+  std::lock_guard<std::mutex> pl(ptr_mu_);
+  VlogHeads heads;
+  heads.max_segment = vlog_->MaxSegmentId();
+  heads.heads = vlog_->Heads();
+  SEPFS_RETURN_IF_ERROR(vlog_->Sync());
+  kv::Batch b;
+  const size_t folded = journal_->PutCheckpoint(&b, vlog_->Segments(), heads);
+  if (clean) b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true));
+  journal_->CheckpointWritten(folded);
+  checkpoint_appended_ = vlog_->stats().bytes_appended;
+  checkpoints_++;
+  return Status::OK();
+}
+
+Status Filesystem::Checkpoint() { return WriteCheckpoint(/*clean=*/false); }
+
+bool Filesystem::CheckpointDue() {
+  std::lock_guard<std::mutex> cl(checkpoint_mu_);
+  return vlog_->stats().bytes_appended - checkpoint_appended_ >= options_.checkpoint_bytes ||
+         journal_->entries_since_checkpoint() >= options_.checkpoint_entries;
+}
+
+}  // namespace sepfs::fs

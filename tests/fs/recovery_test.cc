@@ -1,0 +1,219 @@
+// Crash recovery of the fs core: the live-count journal and the vLog head
+// checkpoint (fs/live_journal.h, fs/recovery.cc). Power-loss cases that need
+// the fault model are in tests/crash/crash_test.cc.
+#include <fcntl.h>
+#include <linux/falloc.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fs/live_journal.h"
+#include "fs_test_util.h"
+#include "kvstore/schema.h"
+
+namespace sepfs::fs::testing {
+namespace {
+
+TEST(LiveJournalCodec, RoundTripsAndRejectsBadInput) {
+  const std::vector<SegmentDelta> deltas = {{3, -4096, 0}, {9, 1 << 20, 123456789}};
+  std::vector<SegmentDelta> got;
+  ASSERT_OK(DecodeJournalEntry(EncodeJournalEntry(deltas), &got));
+  EXPECT_EQ(got, deltas);
+  std::string raw = EncodeJournalEntry(deltas);
+  EXPECT_FALSE(DecodeJournalEntry(raw.substr(0, raw.size() - 1), &got).ok());
+  raw[0] = 2;
+  EXPECT_FALSE(DecodeJournalEntry(raw, &got).ok());
+  EXPECT_FALSE(DecodeJournalEntry("", &got).ok());
+
+  const VlogHeads heads{17, {{16, 4096}, {17, 65}}};
+  VlogHeads h;
+  ASSERT_OK(DecodeVlogHeads(EncodeVlogHeads(heads), &h));
+  EXPECT_EQ(h, heads);
+  ASSERT_OK(DecodeVlogHeads(EncodeVlogHeads(VlogHeads{}), &h));
+  EXPECT_EQ(h, VlogHeads{});
+  EXPECT_FALSE(DecodeVlogHeads(std::string(1, 1), &h).ok());
+  EXPECT_FALSE(DecodeVlogHeads(EncodeVlogHeads(heads) + "x", &h).ok());
+}
+
+TEST(LiveJournal, EntriesCountUntilACheckpointFoldsThem) {
+  LiveJournal j({{1, 1000}}, {5});
+  kv::Batch b;
+  const vlog::BlockPtr old_ptr{1, 64, 452, 1}, new_ptr{2, 64, 100, 9};
+  LiveJournal::Entry e = j.Note(&b, std::vector<vlog::BlockPtr>{new_ptr},
+                                std::vector<vlog::BlockPtr>{old_ptr});
+  EXPECT_EQ(e.n, 6u);  // after the highest entry already on disk
+  ASSERT_EQ(e.deltas.size(), 2u);
+  EXPECT_EQ(e.deltas[0], (SegmentDelta{1, -500, 0}));
+  EXPECT_EQ(e.deltas[1], (SegmentDelta{2, 148, 64 + 148}));
+  EXPECT_EQ(j.live(), (std::map<uint32_t, uint64_t>{{1, 1000}}));  // not committed yet
+  j.Commit(e);
+  EXPECT_EQ(j.live(), (std::map<uint32_t, uint64_t>{{1, 500}, {2, 148}}));
+  EXPECT_EQ(j.entries_since_checkpoint(), 2u);
+  // Nothing changed: no entry.
+  EXPECT_EQ(j.Note(&b, {}, {}).n, 0u);
+  kv::Batch cp;
+  const size_t folded = j.PutCheckpoint(&cp, {}, VlogHeads{2, {}});
+  EXPECT_EQ(folded, 2u);
+  j.CheckpointWritten(folded);
+  EXPECT_EQ(j.entries_since_checkpoint(), 0u);
+  EXPECT_EQ(j.live(), (std::map<uint32_t, uint64_t>{{1, 500}, {2, 148}}));
+}
+
+class RecoveryTest : public FsTest {
+ protected:
+  uint32_t block_size() const override { return 8192; }
+
+  std::map<uint32_t, uint64_t> Live() {
+    std::map<uint32_t, uint64_t> m;
+    for (const auto& s : fs_->store()->vlog()->Segments()) {
+      if (s.live_bytes > 0) m[s.id] = s.live_bytes;
+    }
+    return m;
+  }
+};
+
+// The mount after a crash reads the journal entries and vLog records written
+// since the last checkpoint, not every block pointer, and ends with counts
+// that equal a recount (fsck compares them).
+TEST_F(RecoveryTest, UncleanMountReadsOnlyWhatFollowsTheCheckpoint) {
+  const uint32_t bs = block_size();
+  CloseFs();
+  InCrashingChild([&](Filesystem* fs) -> int {
+    for (int i = 0; i < 100; i++) {  // 300 block pointers before the checkpoint
+      kv::InodeRecord r;
+      if (!fs->Mknod({}, kRoot, "old" + std::to_string(i), S_IFREG | 0644, 0, &r).ok()) return 1;
+      if (!fs->Write(r.ino, 0, Payload(i, 3 * bs)).ok() || !fs->Flush(r.ino).ok()) return 2;
+    }
+    if (!fs->Checkpoint().ok()) return 3;
+    for (int i = 0; i < 5; i++) {  // 10 records after it
+      kv::InodeRecord r;
+      if (!fs->Mknod({}, kRoot, "new" + std::to_string(i), S_IFREG | 0644, 0, &r).ok()) return 4;
+      if (!fs->Write(r.ino, 0, Payload(100 + i, 2 * bs)).ok() || !fs->Flush(r.ino).ok()) return 5;
+    }
+    kv::InodeRecord r;
+    if (!fs->Lookup(kRoot, "old0", &r).ok()) return 6;
+    if (!fs->Write(r.ino, 0, Payload(500, 100)).ok() || !fs->Flush(r.ino).ok()) return 7;
+    if (!fs->Unlink(kRoot, "old1").ok()) return 8;  // its pointers go with the inode
+    return 0;
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const RecoveryReport& rep = fs_->recovery();
+  EXPECT_TRUE(rep.unclean);
+  EXPECT_FALSE(rep.full_recount);
+  EXPECT_EQ(rep.pointers_checked, 0u);
+  EXPECT_EQ(rep.records_scanned, 11u);
+  EXPECT_GE(rep.journal_entries, 6u);  // 5 new files, the overwrite
+  EXPECT_LE(rep.journal_entries, 8u);  // + the unlinked file's reclaim, at most
+  EXPECT_EQ(rep.pointers_replayed, 0u);
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Lookup(kRoot, "old0", &r));
+  std::string want = Payload(0, 3 * bs);
+  want.replace(0, 100, Payload(500, 100));
+  EXPECT_TRUE(ReadAll(r.ino) == want);
+  ASSERT_OK(fs_->Lookup(kRoot, "new4", &r));
+  EXPECT_TRUE(ReadAll(r.ino) == Payload(104, 2 * bs));
+  EXPECT_ERRNO(fs_->Lookup(kRoot, "old1", &r), ENOENT);
+  const auto after_crash = Live();
+  ExpectFsckClean();  // counters == recount
+  EXPECT_EQ(Live(), after_crash);
+  // The mount wrote a checkpoint: a second crash has nothing to read.
+  CloseFs();
+  InCrashingChild([](Filesystem*) { return 0; });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(fs_->recovery().records_scanned, 0u);
+  EXPECT_EQ(fs_->recovery().journal_entries, 0u);
+  EXPECT_EQ(Live(), after_crash);
+}
+
+// A record past the checkpoint whose pointer a later truncate, hole punch,
+// unlink or overwrite removed must stay removed: the journal and pointers
+// survived (a process crash), so nothing is replayed.
+TEST_F(RecoveryTest, ReplayNeverBringsBackRemovedData) {
+  const uint32_t bs = block_size();
+  CloseFs();
+  InCrashingChild([&](Filesystem* fs) -> int {
+    if (!fs->Checkpoint().ok()) return 1;
+    uint64_t ino[3];
+    for (int i = 0; i < 3; i++) {
+      kv::InodeRecord r;
+      if (!fs->Mknod({}, kRoot, "f" + std::to_string(i), S_IFREG | 0644, 0, &r).ok()) return 2;
+      ino[i] = r.ino;
+      if (!fs->Write(r.ino, 0, Payload(i, 4 * bs)).ok() || !fs->Flush(r.ino).ok()) return 3;
+    }
+    SetAttrRequest req;
+    req.set_size = true;
+    req.size = bs;
+    kv::InodeRecord r;
+    if (!fs->SetAttr(ino[0], req, &r).ok()) return 4;  // blocks 1..3 of f0 go
+    req.size = 3 * bs;
+    if (!fs->SetAttr(ino[0], req, &r).ok()) return 5;  // and read as zeros
+    if (!fs->Fallocate(ino[1], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, bs, 2 * bs).ok()) {
+      return 6;
+    }
+    if (!fs->Write(ino[2], 0, Payload(9, bs)).ok() || !fs->Flush(ino[2]).ok()) return 7;
+    if (!fs->Write(ino[2], 0, Payload(10, bs)).ok() || !fs->Flush(ino[2]).ok()) return 8;
+    if (!fs->Unlink(kRoot, "f2").ok()) return 9;
+    if (!fs->Mknod({}, kRoot, "f2", S_IFREG | 0644, 0, &r).ok()) return 10;
+    return 0;
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_FALSE(fs_->recovery().full_recount);
+  EXPECT_EQ(fs_->recovery().records_scanned, 14u);
+  EXPECT_EQ(fs_->recovery().pointers_replayed, 0u);
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Lookup(kRoot, "f0", &r));
+  EXPECT_TRUE(ReadAll(r.ino) == Payload(0, 4 * bs).substr(0, bs) + std::string(2 * bs, '\0'));
+  ASSERT_OK(fs_->Lookup(kRoot, "f1", &r));
+  std::string want = Payload(1, 4 * bs);
+  std::fill(want.begin() + bs, want.begin() + 3 * bs, '\0');
+  EXPECT_TRUE(ReadAll(r.ino) == want);
+  ASSERT_OK(fs_->Lookup(kRoot, "f2", &r));
+  EXPECT_EQ(r.size, 0u);
+  ExpectFsckClean();
+}
+
+// Old stores, and stores whose checkpoint repair dropped, have no
+// checkpoint: the mount recounts every pointer once and writes one.
+TEST_F(RecoveryTest, StoreWithoutCheckpointIsRecountedOnce) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(1, 5 * block_size())));
+  ASSERT_OK(fs_->Flush(f));
+  const auto live = Live();
+  CloseFs();
+  Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::CounterKey(kVlogHeadsCounter)); });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(fs_->recovery().full_recount);
+  EXPECT_EQ(fs_->recovery().pointers_checked, 5u);
+  EXPECT_EQ(Live(), live);
+  Reopen();
+  EXPECT_FALSE(fs_->recovery().full_recount);
+  EXPECT_EQ(Live(), live);
+  ExpectFsckClean();
+}
+
+// A journal entry that does not decode, or sums that go negative, are not
+// trusted: the mount recounts, and fsck reports the damage beforehand.
+TEST_F(RecoveryTest, DamagedJournalIsReportedAndRecounted) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(2, 3 * block_size())));
+  ASSERT_OK(fs_->Flush(f));
+  const auto live = Live();
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->Put(kv::JournalKey(999), EncodeJournalEntry({{live.begin()->first, -(1 << 30), 0}}));
+  });
+  FsckReport rep;
+  RunFsck(&rep);
+  bool reported = false;
+  for (const auto& e : rep.errors) reported |= e.find("counter") != std::string::npos;
+  EXPECT_TRUE(reported);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(fs_->recovery().full_recount);
+  EXPECT_EQ(Live(), live);
+  EXPECT_TRUE(ReadAll(f) == Payload(2, 3 * block_size()));
+  ExpectFsckClean();
+}
+
+}  // namespace
+}  // namespace sepfs::fs::testing
