@@ -227,7 +227,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   LiveJournal::Entry entry;
   if (st.ok()) {
     batch.PutInode(r);
-    entry = journal_->Note(&batch, added, released);
+    entry = journal_->Note(&batch, added, released, {&ino, 1});
     st = meta_->Write(&batch, sync);
   }
   if (!st.ok()) {
@@ -452,7 +452,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
   }
   in->rec.mtime = in->rec.ctime = Now();
   b.PutInode(in->rec);
-  const LiveJournal::Entry e = journal_->Note(&b, {}, released);
+  const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   journal_->Commit(e);
   for (const auto& p : released) vlog_->Release(p);

@@ -218,7 +218,7 @@ Status Filesystem::ReclaimInode(uint64_t ino) {
   b.Delete(kv::InodeKey(ino));
   b.Delete(kv::SymlinkKey(ino));
   b.Delete(kv::OrphanKey(ino));
-  const LiveJournal::Entry e = journal_->Note(&b, {}, released);
+  const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
   journal_->Commit(e);
   for (const auto& p : released) vlog_->Release(p);
@@ -323,7 +323,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_mtime_now) r.mtime = now;
   r.ctime = req.set_ctime ? req.ctime : now;
   b.PutInode(r);
-  const LiveJournal::Entry e = journal_->Note(&b, added, released);
+  const LiveJournal::Entry e = journal_->Note(&b, added, released, {&ino, 1});
   Status st = meta_->Write(&b, /*sync=*/false);
   if (!st.ok()) {
     r = saved;

@@ -224,8 +224,10 @@ class Filesystem {
   // shutdown drops those whose record never reached its segment).
   // Mount-time counts and recovery (recovery.cc).
   Status StartCounts(bool clean, const std::string& store_dir);
-  bool InstallCounts(const LoadedCounts& lc);
-  bool MayDangle(const LoadedCounts& lc);
+  class LostPointers;
+  bool InstallCounts(const std::map<uint32_t, uint64_t>& live,
+                     const std::map<uint32_t, uint64_t>& ages);
+  Status DropLostPointers(const LoadedCounts& lc);
   Status RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped);
   Status ReplayFromHeads(const VlogHeads& heads);
   Status WriteCheckpoint(bool clean);

@@ -39,6 +39,7 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
   const uint64_t start = MonotonicMicros();
   kv::Batch b;
   std::vector<vlog::BlockPtr> added, removed;
+  std::vector<uint64_t> owners;
   for (size_t i = 0; i < relocs.size(); i++) {
     const auto& r = relocs[i];
     vlog::BlockPtr cur;
@@ -47,11 +48,12 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
     if (present && cur == r.from) {
       b.PutBlock(r.inode, r.block, r.to);
       added.push_back(r.to);
+      owners.push_back(r.inode);
       removed.push_back(r.from);
       (*swapped)[i] = true;
     }
   }
-  const LiveJournal::Entry e = journal_->Note(&b, added, removed);
+  const LiveJournal::Entry e = journal_->Note(&b, added, removed, owners);
   Status st = b.empty() ? Status::OK() : meta_->Write(&b, /*sync=*/true);
   NoteHold(MonotonicMicros() - start);
   if (!st.ok()) {

@@ -79,28 +79,36 @@ Status DecodeSegmentAges(std::string_view src, std::vector<std::pair<uint32_t, u
   return DecodeSegmentField(src, "age", out);
 }
 
-std::string EncodeJournalEntry(const std::vector<SegmentDelta>& deltas) {
+std::string EncodeJournalEntry(const std::vector<SegmentDelta>& deltas,
+                               const std::vector<uint64_t>& owners) {
   std::string s(1, kVersion);
+  PutLE(&s, deltas.size(), 4);
   for (const auto& d : deltas) {
     PutLE(&s, d.segment, 4);
     PutLE(&s, static_cast<uint64_t>(d.bytes), 8);
     PutLE(&s, d.max_end, 8);
   }
+  for (uint64_t ino : owners) PutLE(&s, ino, 8);
   return s;
 }
 
-Status DecodeJournalEntry(std::string_view src, std::vector<SegmentDelta>* out) {
+Status DecodeJournalEntry(std::string_view src, std::vector<SegmentDelta>* out,
+                          std::vector<uint64_t>* owners) {
   out->clear();
-  if (src.empty() || src[0] != kVersion || (src.size() - 1) % 20 != 0) {
-    return Status::Corruption("bad live-count journal entry");
-  }
-  for (size_t i = 1; i < src.size(); i += 20) {
+  if (owners != nullptr) owners->clear();
+  const Status bad = Status::Corruption("bad live-count journal entry");
+  if (src.size() < 5 || src[0] != kVersion) return bad;
+  const uint64_t n = GetLE(src.data() + 1, 4);
+  if (n > (src.size() - 5) / 20 || (src.size() - 5 - n * 20) % 8 != 0) return bad;
+  size_t i = 5;
+  for (uint64_t k = 0; k < n; k++, i += 20) {
     SegmentDelta d;
     d.segment = static_cast<uint32_t>(GetLE(src.data() + i, 4));
     d.bytes = static_cast<int64_t>(GetLE(src.data() + i + 4, 8));
     d.max_end = GetLE(src.data() + i + 12, 8);
     out->push_back(d);
   }
+  for (; owners != nullptr && i < src.size(); i += 8) owners->push_back(GetLE(src.data() + i, 8));
   return Status::OK();
 }
 
@@ -152,14 +160,17 @@ Status LoadCounts(kv::MetaStore* meta, LoadedCounts* out) {
       std::string(1, kv::kTagJournal), [&](std::string_view key, std::string_view value) {
         uint64_t n = 0;
         std::vector<SegmentDelta> deltas;
-        if (!kv::ParseJournalKey(key, &n) || !DecodeJournalEntry(value, &deltas).ok()) {
+        std::vector<uint64_t> owners;
+        if (!kv::ParseJournalKey(key, &n) || !DecodeJournalEntry(value, &deltas, &owners).ok()) {
           out->consistent = false;
           return true;
         }
         out->entry_numbers.push_back(n);
         for (const auto& d : deltas) {
           sum[d.segment] += d.bytes;
-          if (d.max_end > 0) out->max_end[d.segment] = std::max(out->max_end[d.segment], d.max_end);
+          if (d.max_end == 0) continue;
+          out->max_end[d.segment] = std::max(out->max_end[d.segment], d.max_end);
+          out->owners[d.segment].insert(owners.begin(), owners.end());
         }
         return true;
       }));
@@ -176,7 +187,8 @@ LiveJournal::LiveJournal(std::map<uint32_t, uint64_t> live, std::vector<uint64_t
 }
 
 LiveJournal::Entry LiveJournal::Note(kv::Batch* b, std::span<const vlog::BlockPtr> added,
-                                     std::span<const vlog::BlockPtr> removed) {
+                                     std::span<const vlog::BlockPtr> removed,
+                                     std::span<const uint64_t> owners) {
   Entry e;
   if (added.empty() && removed.empty()) return e;
   std::map<uint32_t, SegmentDelta> m;
@@ -186,11 +198,16 @@ LiveJournal::Entry LiveJournal::Note(kv::Batch* b, std::span<const vlog::BlockPt
     if (d.bytes != 0 || d.max_end != 0) e.deltas.push_back(d);
   }
   if (e.deltas.empty()) return e;
+  if (!added.empty()) {
+    e.owners.assign(owners.begin(), owners.end());
+    std::sort(e.owners.begin(), e.owners.end());
+    e.owners.erase(std::unique(e.owners.begin(), e.owners.end()), e.owners.end());
+  }
   {
     std::lock_guard<std::mutex> l(mu_);
     e.n = next_++;
   }
-  b->Put(kv::JournalKey(e.n), EncodeJournalEntry(e.deltas));
+  b->Put(kv::JournalKey(e.n), EncodeJournalEntry(e.deltas, e.owners));
   return e;
 }
 
@@ -222,6 +239,11 @@ size_t LiveJournal::PutCheckpoint(kv::Batch* b, const std::vector<vlog::SegmentI
 void LiveJournal::CheckpointWritten(size_t folded) {
   std::lock_guard<std::mutex> l(mu_);
   entries_.erase(entries_.begin(), entries_.begin() + std::min(folded, entries_.size()));
+}
+
+void LiveJournal::Rebase(std::map<uint32_t, uint64_t> live) {
+  std::lock_guard<std::mutex> l(mu_);
+  live_ = std::move(live);
 }
 
 std::map<uint32_t, uint64_t> LiveJournal::live() const {

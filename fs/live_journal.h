@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,9 +63,14 @@ struct SegmentDelta {
   uint64_t max_end = 0;  // end of the furthest record a new pointer names; 0 if none
   bool operator==(const SegmentDelta&) const = default;
 };
-// Version byte 1, then per segment: id (4 LE), bytes (8 LE), max_end (8 LE).
-std::string EncodeJournalEntry(const std::vector<SegmentDelta>& deltas);
-Status DecodeJournalEntry(std::string_view src, std::vector<SegmentDelta>* out);
+// Version byte 1, the number of deltas (4 LE), per segment: id (4 LE),
+// bytes (8 LE), max_end (8 LE); then the owners: the inodes whose new
+// pointers the entry counts (8 LE each), so that recovery can find those
+// pointers without scanning all of them.
+std::string EncodeJournalEntry(const std::vector<SegmentDelta>& deltas,
+                               const std::vector<uint64_t>& owners = {});
+Status DecodeJournalEntry(std::string_view src, std::vector<SegmentDelta>* out,
+                          std::vector<uint64_t>* owners = nullptr);
 
 struct VlogHeads {
   uint32_t max_segment = 0;  // highest segment id at the checkpoint
@@ -82,6 +88,8 @@ struct LoadedCounts {
   std::map<uint32_t, uint64_t> live;     // base + entries, by segment (nonzero only)
   std::map<uint32_t, uint64_t> ages;     // age hints of the checkpoint
   std::map<uint32_t, uint64_t> max_end;  // from the entries since the checkpoint
+  // Per segment, the owners of the entries that name records in it.
+  std::map<uint32_t, std::set<uint64_t>> owners;
   VlogHeads heads;
   std::vector<uint64_t> entry_numbers;  // of the entries read
 };
@@ -93,15 +101,17 @@ class LiveJournal {
   struct Entry {
     uint64_t n = 0;  // 0: nothing to record
     std::vector<SegmentDelta> deltas;
+    std::vector<uint64_t> owners;
   };
 
   // Starts from persisted counts: `live` as in LoadedCounts, `entries` the
   // numbers of entries already on disk (deleted by the next checkpoint).
   LiveJournal(std::map<uint32_t, uint64_t> live, std::vector<uint64_t> entries);
 
-  // Adds to b the entry for the pointers a batch adds and removes.
+  // Adds to b the entry for the pointers a batch adds and removes; owners:
+  // the inodes the added pointers belong to (duplicates allowed).
   Entry Note(kv::Batch* b, std::span<const vlog::BlockPtr> added,
-             std::span<const vlog::BlockPtr> removed);
+             std::span<const vlog::BlockPtr> removed, std::span<const uint64_t> owners);
   // The batch carrying e was written.
   void Commit(const Entry& e);
 
@@ -112,6 +122,8 @@ class LiveJournal {
                        const VlogHeads& heads);
   void CheckpointWritten(size_t folded);
 
+  // Replaces the counts (after a full recount); the entries stay listed.
+  void Rebase(std::map<uint32_t, uint64_t> live);
   std::map<uint32_t, uint64_t> live() const;
   size_t entries_since_checkpoint() const;
 

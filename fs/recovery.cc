@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "fs/clock.h"
@@ -18,6 +19,64 @@ uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
 
 }  // namespace
 
+// Pointers that name records a power loss took: the record lies past the
+// end of what survived of its segment, or its segment is gone. Each is
+// dropped (the block becomes a hole), logged, and taken off its inode's
+// st_blocks; Commit writes it all in one synced batch.
+class Filesystem::LostPointers {
+ public:
+  LostPointers(kv::MetaStore* meta, const std::vector<vlog::SegmentInfo>& segs) : meta_(meta) {
+    for (const auto& seg : segs) size_[seg.id] = seg.size;
+  }
+
+  bool Intact(const vlog::BlockPtr& p) const {
+    auto it = size_.find(p.segment);
+    return it != size_.end() && p.offset + p.record_size() <= it->second;
+  }
+
+  void Drop(std::string_view key, const vlog::BlockPtr& p) {
+    uint64_t ino = 0, block = 0;
+    (void)kv::ParseBlockKey(key, &ino, &block);
+    std::fprintf(stderr,
+                 "sepfs: recovery: inode %llu block %llu was never written to segment %u "
+                 "(lost in a crash before fsync); it reads as zeros now\n",
+                 static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
+                 p.segment);
+    b_.Delete(key);
+    dropped_.push_back(p);
+    sectors_[ino] += Sectors(p.length);
+  }
+
+  // journal: records the drops (nullptr when a checkpoint of a recount follows).
+  Status Commit(LiveJournal* journal) {
+    if (dropped_.empty()) return Status::OK();
+    for (const auto& [ino, sectors] : sectors_) {
+      kv::InodeRecord r;
+      Status st = meta_->GetInode(ino, &r);
+      if (st.IsNotFound()) continue;  // fsck reports the stray pointers' owner
+      SEPFS_RETURN_IF_ERROR(st);
+      r.blocks -= std::min(r.blocks, sectors);
+      b_.PutInode(r);
+    }
+    LiveJournal::Entry e;
+    if (journal != nullptr) e = journal->Note(&b_, {}, dropped_, {});
+    SEPFS_RETURN_IF_ERROR(meta_->Write(&b_, /*sync=*/true));
+    if (journal != nullptr) journal->Commit(e);
+    std::fprintf(stderr, "sepfs: recovery: dropped %zu block pointers to lost records\n",
+                 dropped_.size());
+    return Status::OK();
+  }
+
+  uint64_t dropped() const { return dropped_.size(); }
+
+ private:
+  kv::MetaStore* const meta_;
+  std::unordered_map<uint32_t, uint64_t> size_;
+  kv::Batch b_;
+  std::vector<vlog::BlockPtr> dropped_;
+  std::unordered_map<uint64_t, uint64_t> sectors_;  // ino -> st_blocks to subtract
+};
+
 Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   const uint64_t t0 = MonotonicMicros();
   const bool recover = !clean && !options_.read_only;
@@ -26,13 +85,13 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   LoadedCounts lc;
   SEPFS_RETURN_IF_ERROR(LoadCounts(meta_, &lc));
   rep.journal_entries = lc.entry_numbers.size();
-  bool usable = lc.have_checkpoint && lc.consistent && InstallCounts(lc);
+  const bool have = lc.have_checkpoint && lc.consistent;
+  journal_ = std::make_unique<LiveJournal>(have ? lc.live : std::map<uint32_t, uint64_t>{},
+                                           lc.entry_numbers);
   // After a crash a pointer written since the checkpoint may name a record
-  // that never reached its segment: only a full recount finds and drops it.
-  if (usable && recover && MayDangle(lc)) usable = false;
-  if (usable) {
-    journal_ = std::make_unique<LiveJournal>(lc.live, lc.entry_numbers);
-  } else {
+  // that never reached its segment; the journal says which inodes to check.
+  if (have && recover) SEPFS_RETURN_IF_ERROR(DropLostPointers(lc));
+  if (!have || !InstallCounts(journal_->live(), lc.ages)) {
     rep.full_recount = true;
     SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
                                             &rep.pointers_dropped));
@@ -40,11 +99,9 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
     for (const auto& seg : vlog_->Segments()) {
       if (seg.live_bytes > 0) live[seg.id] = seg.live_bytes;
     }
-    journal_ = std::make_unique<LiveJournal>(std::move(live), lc.entry_numbers);
+    journal_->Rebase(std::move(live));
   }
-  if (recover && lc.have_checkpoint && lc.consistent) {
-    SEPFS_RETURN_IF_ERROR(ReplayFromHeads(lc.heads));
-  }
+  if (recover && have) SEPFS_RETURN_IF_ERROR(ReplayFromHeads(lc.heads));
   if (!options_.read_only && (recover || rep.full_recount)) {
     SEPFS_RETURN_IF_ERROR(WriteCheckpoint(/*clean=*/false));
   }
@@ -52,32 +109,35 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   if (recover || rep.full_recount) {
     std::fprintf(stderr,
                  "sepfs: %s: %s: %llu journal entries, %llu vLog records (%llu KiB) past the "
-                 "checkpoint, %llu pointers replayed, %s%llu block pointers checked, in %.1f ms\n",
+                 "checkpoint, %llu pointers replayed, %llu dropped, %s%llu block pointers "
+                 "checked, in %.1f ms\n",
                  store_dir.c_str(), recover ? "recovery" : "counting segments",
                  static_cast<unsigned long long>(rep.journal_entries),
                  static_cast<unsigned long long>(rep.records_scanned),
                  static_cast<unsigned long long>(rep.bytes_scanned >> 10),
                  static_cast<unsigned long long>(rep.pointers_replayed),
+                 static_cast<unsigned long long>(rep.pointers_dropped),
                  rep.full_recount ? "full recount: " : "",
                  static_cast<unsigned long long>(rep.pointers_checked), rep.micros / 1000.0);
   }
   return Status::OK();
 }
 
-bool Filesystem::InstallCounts(const LoadedCounts& lc) {
+bool Filesystem::InstallCounts(const std::map<uint32_t, uint64_t>& live,
+                               const std::map<uint32_t, uint64_t>& ages) {
   const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
   std::map<uint32_t, bool> exists;
   for (const auto& seg : segs) exists[seg.id] = true;
   // Live bytes in a segment the store lacks: the counts do not describe it.
-  for (const auto& [id, bytes] : lc.live) {
+  for (const auto& [id, bytes] : live) {
     if (!exists.count(id)) return false;
   }
   vlog_->ResetLive();
   for (const auto& seg : segs) {
-    auto l = lc.live.find(seg.id);
-    auto a = lc.ages.find(seg.id);
-    if (!vlog_->RestoreLive(seg.id, l == lc.live.end() ? 0 : l->second,
-                            a == lc.ages.end() ? 0 : a->second)) {
+    auto l = live.find(seg.id);
+    auto a = ages.find(seg.id);
+    if (!vlog_->RestoreLive(seg.id, l == live.end() ? 0 : l->second,
+                            a == ages.end() ? 0 : a->second)) {
       vlog_->ResetLive();
       return false;
     }
@@ -85,65 +145,55 @@ bool Filesystem::InstallCounts(const LoadedCounts& lc) {
   return true;
 }
 
-bool Filesystem::MayDangle(const LoadedCounts& lc) {
+// Only segments that an entry since the checkpoint names past what survived
+// of them (or that are gone) can hold such records, and only the entries'
+// owners can point there: their pointers are checked, nobody else's.
+Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
+  const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
+  LostPointers lost(meta_, segs);
   std::map<uint32_t, uint64_t> size;
-  for (const auto& seg : vlog_->Segments()) size[seg.id] = seg.size;
+  for (const auto& seg : segs) size[seg.id] = seg.size;
+  std::set<uint64_t> suspects;
   for (const auto& [id, end] : lc.max_end) {
     auto it = size.find(id);
-    // A segment gone (GC deleted it) matters only if pointers still name it.
-    if (it == size.end() ? lc.live.count(id) > 0 : end > it->second) return true;
+    if (it != size.end() && end <= it->second) continue;
+    auto o = lc.owners.find(id);
+    if (o != lc.owners.end()) suspects.insert(o->second.begin(), o->second.end());
   }
-  return false;
+  for (uint64_t ino : suspects) {
+    SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
+        kv::BlockPrefix(ino), [&](std::string_view key, std::string_view value) {
+          vlog::BlockPtr p;
+          recovery_.pointers_checked++;
+          if (kv::DecodeBlockValue(value, &p).ok() && !lost.Intact(p)) lost.Drop(key, p);
+          return true;
+        }));
+  }
+  recovery_.pointers_dropped += lost.dropped();
+  return lost.Commit(journal_.get());
 }
 
 Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped) {
   vlog_->ResetLive();
-  std::unordered_map<uint32_t, uint64_t> seg_size;
-  for (const auto& seg : vlog_->Segments()) seg_size[seg.id] = seg.size;
-  // After an unclean shutdown a pointer may have reached the LevelDB log
-  // while its record, written but not synced, did not reach the segment
-  // (power loss). Such a pointer points past the end of its segment (or
-  // into a segment that is gone): drop it, the block becomes a hole, and
-  // say so. Intact pointers are counted live.
-  kv::Batch b;
-  std::unordered_map<uint64_t, uint64_t> dropped_sectors;  // ino -> st_blocks to subtract
+  // After an unclean shutdown, pointers to records a power loss took are
+  // dropped (see LostPointers); intact pointers are counted live.
+  LostPointers lost(meta_, vlog_->Segments());
   SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
       std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
         vlog::BlockPtr p;
         ++*checked;
         if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
-        auto it = seg_size.find(p.segment);
-        const bool intact = it != seg_size.end() && p.offset + p.record_size() <= it->second;
-        if (intact || !unclean) {
+        if (lost.Intact(p) || !unclean) {
           vlog_->AddLive(p);
-          return true;
+        } else {
+          lost.Drop(key, p);
         }
-        uint64_t ino = 0, block = 0;
-        (void)kv::ParseBlockKey(key, &ino, &block);
-        std::fprintf(stderr,
-                     "sepfs: recovery: inode %llu block %llu was never written to segment %u "
-                     "(lost in a crash before fsync); it reads as zeros now\n",
-                     static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
-                     p.segment);
-        b.Delete(key);
-        ++*dropped;
-        dropped_sectors[ino] += Sectors(p.length);
         return true;
       }));
-  if (*dropped == 0) return Status::OK();
-  for (const auto& [ino, sectors] : dropped_sectors) {
-    kv::InodeRecord r;
-    Status st = meta_->GetInode(ino, &r);
-    if (st.IsNotFound()) continue;  // fsck reports the stray pointers' owner
-    SEPFS_RETURN_IF_ERROR(st);
-    r.blocks -= std::min(r.blocks, sectors);
-    b.PutInode(r);
-  }
-  std::fprintf(stderr, "sepfs: recovery: dropped %llu block pointers to lost records\n",
-               static_cast<unsigned long long>(*dropped));
-  // The journal on disk still counts the dropped pointers until the
-  // checkpoint that follows; a crash before it recounts again (MayDangle).
-  return meta_->Write(&b, /*sync=*/true);
+  *dropped += lost.dropped();
+  // Not journaled: the checkpoint of this recount follows; a crash before it
+  // leaves the old entries, which send the next mount here again.
+  return lost.Commit(nullptr);
 }
 
 // Records appended after the checkpoint whose pointer batch was lost (the
@@ -222,7 +272,9 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
   }
   if (added.empty()) return Status::OK();
   for (const auto& [ino, r] : inodes) b.PutInode(r);
-  const LiveJournal::Entry e = journal_->Note(&b, added, removed);
+  std::vector<uint64_t> owners;
+  for (const auto& [ino, r] : inodes) owners.push_back(ino);
+  const LiveJournal::Entry e = journal_->Note(&b, added, removed, owners);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true));
   journal_->Commit(e);
   for (const auto& p : added) vlog_->AddLive(p);

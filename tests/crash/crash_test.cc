@@ -658,6 +658,10 @@ TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
   for (const auto& n : rep.notes) noted |= n.find("lost in a crash") != std::string::npos;
   EXPECT_TRUE(noted) << "fsck should note the pointers to lost records";
   ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
+  // Found through the journal: only f's pointers were checked.
+  EXPECT_FALSE(fs->recovery().full_recount);
+  EXPECT_EQ(fs->recovery().pointers_checked, 3u);
+  EXPECT_EQ(fs->recovery().pointers_dropped, 3u);
   kv::InodeRecord got;
   ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
   std::string data;

@@ -18,8 +18,14 @@ namespace {
 TEST(LiveJournalCodec, RoundTripsAndRejectsBadInput) {
   const std::vector<SegmentDelta> deltas = {{3, -4096, 0}, {9, 1 << 20, 123456789}};
   std::vector<SegmentDelta> got;
-  ASSERT_OK(DecodeJournalEntry(EncodeJournalEntry(deltas), &got));
+  std::vector<uint64_t> owners;
+  ASSERT_OK(DecodeJournalEntry(EncodeJournalEntry(deltas), &got, &owners));
   EXPECT_EQ(got, deltas);
+  EXPECT_TRUE(owners.empty());
+  ASSERT_OK(DecodeJournalEntry(EncodeJournalEntry(deltas, {5, 1ull << 40}), &got, &owners));
+  EXPECT_EQ(got, deltas);
+  EXPECT_EQ(owners, (std::vector<uint64_t>{5, 1ull << 40}));
+  EXPECT_FALSE(DecodeJournalEntry(EncodeJournalEntry(deltas, {5}) + "x", &got).ok());
   std::string raw = EncodeJournalEntry(deltas);
   EXPECT_FALSE(DecodeJournalEntry(raw.substr(0, raw.size() - 1), &got).ok());
   raw[0] = 2;
@@ -40,8 +46,10 @@ TEST(LiveJournal, EntriesCountUntilACheckpointFoldsThem) {
   LiveJournal j({{1, 1000}}, {5});
   kv::Batch b;
   const vlog::BlockPtr old_ptr{1, 64, 452, 1}, new_ptr{2, 64, 100, 9};
+  const std::vector<uint64_t> owners = {7, 3, 7};
   LiveJournal::Entry e = j.Note(&b, std::vector<vlog::BlockPtr>{new_ptr},
-                                std::vector<vlog::BlockPtr>{old_ptr});
+                                std::vector<vlog::BlockPtr>{old_ptr}, owners);
+  EXPECT_EQ(e.owners, (std::vector<uint64_t>{3, 7}));
   EXPECT_EQ(e.n, 6u);  // after the highest entry already on disk
   ASSERT_EQ(e.deltas.size(), 2u);
   EXPECT_EQ(e.deltas[0], (SegmentDelta{1, -500, 0}));
@@ -51,7 +59,7 @@ TEST(LiveJournal, EntriesCountUntilACheckpointFoldsThem) {
   EXPECT_EQ(j.live(), (std::map<uint32_t, uint64_t>{{1, 500}, {2, 148}}));
   EXPECT_EQ(j.entries_since_checkpoint(), 2u);
   // Nothing changed: no entry.
-  EXPECT_EQ(j.Note(&b, {}, {}).n, 0u);
+  EXPECT_EQ(j.Note(&b, {}, {}, owners).n, 0u);
   kv::Batch cp;
   const size_t folded = j.PutCheckpoint(&cp, {}, VlogHeads{2, {}});
   EXPECT_EQ(folded, 2u);
