@@ -1,8 +1,13 @@
 #include "vlog/block_cache.h"
 
+#include <algorithm>
+
 namespace sepfs::vlog {
 
-BlockCache::BlockCache(uint64_t capacity_bytes, unsigned num_shards) : capacity_(capacity_bytes) {
+// Up to 1/16 of the capacity (at most 16 MiB) of evicted buffers wait for reuse.
+BlockCache::BlockCache(uint64_t capacity_bytes, unsigned num_shards)
+    : capacity_(capacity_bytes),
+      pool_(static_cast<size_t>(std::min<uint64_t>(capacity_bytes / 16, 16u << 20))) {
   unsigned n = 1;
   while (n < num_shards) n <<= 1;
   num_shards_ = n;
@@ -104,6 +109,7 @@ BlockCacheStats BlockCache::stats() const {
     st.evictions += s.evictions;
     st.evicted_unused_bytes += s.evicted_unused;
   }
+  st.buffers_reused = pool_.reused();
   return st;
 }
 

@@ -32,6 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "vlog/buffer_pool.h"
 #include "vlog/format.h"
 
 namespace sepfs::vlog {
@@ -45,6 +46,7 @@ struct BlockCacheStats {
   uint64_t inserts = 0;
   uint64_t evictions = 0;             // entries pushed out by capacity
   uint64_t evicted_unused_bytes = 0;  // prefetched data dropped before any hit
+  uint64_t buffers_reused = 0;        // NewBuffer calls served by evicted buffers
 };
 
 // What a hit found.
@@ -81,6 +83,10 @@ class BlockCache {
   // Drops the entry at (ptr.segment, ptr.offset), whatever its seq.
   void Erase(const BlockPtr& ptr);
 
+  // A buffer of n bytes for data to Insert, recycled from evicted entries
+  // (vlog/buffer_pool.h); contents unspecified.
+  std::shared_ptr<std::string> NewBuffer(size_t n) { return pool_.Get(n); }
+
   BlockCacheStats stats() const;
 
  private:
@@ -109,6 +115,7 @@ class BlockCache {
   static void RemoveLocked(Shard& s, std::list<Entry>::iterator it);
 
   const uint64_t capacity_;
+  BufferPool pool_;
   uint64_t shard_capacity_ = 0;
   std::unique_ptr<Shard[]> shards_;
   unsigned num_shards_ = 1;

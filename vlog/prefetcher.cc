@@ -154,7 +154,7 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
   std::vector<std::shared_ptr<std::string>> bufs(group.size());
   for (size_t i = 0; i < group.size(); i++) {
     const PrefetchRequest& q = group[i]->req;
-    bufs[i] = std::make_shared<std::string>(q.ptr.length, '\0');
+    bufs[i] = cache_->NewBuffer(q.ptr.length);
     rr[i].ptr = q.ptr;
     rr[i].inode = q.inode;
     rr[i].block = q.block;
@@ -237,9 +237,9 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
       ReadRequest& r = reqs[which[k]];
       r.status = std::move(sub[k].status);
       if (r.status.ok() && opt_.cache_foreground && cache_->enabled()) {
-        cache_->Insert(r.ptr, r.inode, r.block,
-                       std::make_shared<const std::string>(r.buf, r.ptr.length),
-                       /*prefetched=*/false);
+        std::shared_ptr<std::string> copy = cache_->NewBuffer(r.ptr.length);
+        std::memcpy(copy->data(), r.buf, r.ptr.length);
+        cache_->Insert(r.ptr, r.inode, r.block, std::move(copy), /*prefetched=*/false);
       }
     }
   };
