@@ -405,6 +405,10 @@ class CrashCase {
       w << "unlink " << p;
       st = fs_->Unlink(InoOf(Parent(p)), Name(p));
       if (st.ok()) ns_.erase(p);
+    } else if (gc_ && Rand(2) == 0) {  // a forced GC pass (flushes dirty data first)
+      uint64_t collected = 0;
+      st = fs_->RunGc(/*force=*/true, nullptr, &collected);
+      w << "gc pass (" << collected << " segments)";
     } else {  // rmdir of an empty directory
       std::vector<std::string> empty;
       for (const auto& d : Paths(true, false)) {
@@ -545,11 +549,11 @@ class CrashCase {
   int cur_op_ = 0;
 };
 
-void RunCases(char drop) {
+void RunCases(char drop, bool with_gc = false) {
   const uint64_t only = EnvNumber("CRASH_SEED", 0);
   const uint64_t points = only ? 1 : EnvNumber("CRASH_POINTS", 500);
   const uint64_t base = only ? only : 1;
-  const bool gc = EnvNumber("CRASH_GC", 0) != 0;
+  const bool gc = with_gc || EnvNumber("CRASH_GC", 0) != 0;
   const auto start = std::chrono::steady_clock::now();
   uint64_t failed = 0, mid_op = 0, in_close = 0, clean_close = 0, recovery = 0, exact = 0,
            loose = 0, ops = 0, prefix = 0;
@@ -586,11 +590,14 @@ void RunCases(char drop) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "crash summary (%s): %llu crash points (seeds %llu..%llu), %llu failed; %llu mid-operation, "
+      "crash summary (%s%s): %llu crash points (seeds %llu..%llu), %llu failed; %llu mid-operation, "
       "%llu during close, %llu after a clean close, %llu with a second crash in recovery, "
       "%llu keeping random unsynced prefixes; %llu ops; files checked: %llu exact (fsync'd), "
       "%llu loose; %.1f s\n",
-      drop == 'a' ? "unsynced bytes lost" : "random unsynced prefixes kept",
+      drop == 'a'   ? "unsynced bytes lost"
+      : drop == 'p' ? "random unsynced prefixes kept"
+                    : "either model, per case",
+      gc ? ", GC on" : "",
       (unsigned long long)points, (unsigned long long)base,
       (unsigned long long)(base + points - 1), (unsigned long long)failed,
       (unsigned long long)mid_op, (unsigned long long)in_close, (unsigned long long)clean_close,
@@ -611,6 +618,11 @@ TEST(CrashTest, RandomPowerLoss) { RunCases('a'); }
 // prefix of its unsynced bytes (page cache written back in any order across
 // files), so the LSM log may keep a batch whose vLog records were lost.
 TEST(CrashTest, RandomPowerLossPartialWriteback) { RunCases('p'); }
+
+// With the garbage collector on and forced GC passes in the workload (both
+// power-loss models, chosen per case): relocation, pointer swaps and
+// segment deletion interleaved with everything else.
+TEST(CrashTest, RandomPowerLossWithGc) { RunCases('m', /*with_gc=*/true); }
 
 // A fresh store of kBlock blocks and 1 MiB segments through fst's fault
 // Envs, without GC or timer flushes, for the hand-written crash cases.
