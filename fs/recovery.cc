@@ -212,6 +212,7 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
     vlog::BlockPtr ptr;
   };
   std::vector<Candidate> cands;
+  std::vector<std::pair<uint32_t, uint64_t>> tails;  // (segment, offset) where a scan failed
   RecoveryReport& rep = recovery_;
   for (const auto& seg : vlog_->Segments()) {
     if (seg.damaged) continue;
@@ -226,7 +227,10 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
         seg.id,
         [&](const vlog::BlockPtr& p, const vlog::RecordHeader& h, std::string_view,
             const Status& st) {
-          if (!st.ok()) return false;  // a torn or damaged tail ends the segment
+          if (!st.ok()) {  // a torn or damaged tail ends the segment
+            tails.push_back({p.segment, p.offset});
+            return false;
+          }
           rep.records_scanned++;
           rep.bytes_scanned += p.record_size();
           if (!(h.flags & vlog::kRecordRelocated)) cands.push_back({h.inode, h.block, p});
@@ -234,6 +238,11 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
         },
         from));
   }
+  // A segment sealed since the checkpoint may end in an append a power loss
+  // tore (ValueLog::Open cuts only each stream's newest segment); cut it, or
+  // GC could never scan the segment to the end and collect it. Pointers
+  // into the tear were dropped before (DropLostPointers).
+  for (const auto& [id, offset] : tails) SEPFS_RETURN_IF_ERROR(vlog_->CutTornTail(id, offset));
   std::sort(cands.begin(), cands.end(),
             [](const Candidate& a, const Candidate& b) { return a.ptr.seq < b.ptr.seq; });
   std::map<std::pair<uint64_t, uint64_t>, vlog::BlockPtr> current;  // installed here

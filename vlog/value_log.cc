@@ -74,6 +74,7 @@ class ValueLog::Impl {
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;
+  Status CutTornTailAt(uint32_t id, uint64_t offset);
   Status DeleteSegment(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
@@ -651,6 +652,21 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from)
   }
 }
 
+Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset) {
+  std::shared_ptr<Segment> seg = Find(id);
+  if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
+  if (seg->open.load() || seg->damaged() || seg->file == nullptr) return Status::OK();
+  const uint64_t limit = seg->flushed.load(std::memory_order_acquire);
+  if (offset < kSegmentHeaderSize || offset >= limit) return Status::OK();
+  SegmentReader reader(seg->file.get(), id, limit, 1u << 20, offset);
+  RecordHeader h;
+  std::string_view data;
+  bool at_end = false;
+  Status st = reader.Next(&h, &data, &at_end);
+  if (st.ok() || !st.IsCorruption() || !reader.torn()) return st.IsCorruption() ? Status::OK() : st;
+  return CutTornTail(*seg, offset);
+}
+
 std::vector<StreamHead> ValueLog::Impl::Heads() const {
   std::vector<StreamHead> out;
   for (auto& s : streams_) {
@@ -748,6 +764,9 @@ Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);
 }
 std::vector<StreamHead> ValueLog::Heads() const { return impl_->Heads(); }
+Status ValueLog::CutTornTail(uint32_t id, uint64_t offset) {
+  return impl_->CutTornTailAt(id, offset);
+}
 uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }

@@ -178,6 +178,13 @@ class ValueLog {
   // before it.
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from = 0);
 
+  // If the record at `offset` of sealed segment `id` is torn (the file
+  // ends inside it: a crash cut the last append), truncates the segment
+  // there so that GC and fsck scan it cleanly. A complete record, damaged
+  // bytes, an open or damaged segment: nothing happens. For crash recovery,
+  // before any reader or GC runs.
+  Status CutTornTail(uint32_t id, uint64_t offset);
+
   // Where each stream appends next: the open segment and its size (append
   // buffer included). With MaxSegmentId() this is a vLog head checkpoint:
   // after a crash, the records appended since are those at or past a head
