@@ -21,12 +21,6 @@
 
 namespace sepfs::fs {
 
-namespace {
-
-uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
-
-}  // namespace
-
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
@@ -214,9 +208,9 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     auto o = old.find(b);
     if (o != old.end()) {
       released.push_back(o->second);
-      r.blocks -= std::min(r.blocks, Sectors(o->second.length));
+      r.blocks -= std::min(r.blocks, SectorsOf(o->second.length));
     }
-    r.blocks += Sectors(len);
+    r.blocks += SectorsOf(len);
   }
   if (st.ok()) st = sync ? vlog_->Sync() : vlog_->Flush();
   // A concurrent failed flush (e.g. of the GC's copies) may have dropped our
@@ -373,8 +367,8 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
         b->PutBlock(in->ino, last, np);
         added->push_back(np);
         released->push_back(old);
-        in->rec.blocks -= std::min(in->rec.blocks, Sectors(old.length));
-        in->rec.blocks += Sectors(np.length);
+        in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(old.length));
+        in->rec.blocks += SectorsOf(np.length);
         if (d != in->dirty.end()) {
           in->dirty_bytes -= d->second.size();
           dirty_total_ -= d->second.size();
@@ -389,7 +383,7 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           vlog::BlockPtr p;
           if (kv::DecodeBlockValue(value, &p).ok()) {
             released->push_back(p);
-            in->rec.blocks -= std::min(in->rec.blocks, Sectors(p.length));
+            in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(p.length));
           }
           b->Delete(key);
           return true;
@@ -444,7 +438,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
                                         if (kv::DecodeBlockValue(value, &p).ok()) {
                                           released.push_back(p);
                                           in->rec.blocks -=
-                                              std::min(in->rec.blocks, Sectors(p.length));
+                                              std::min(in->rec.blocks, SectorsOf(p.length));
                                         }
                                         b.Delete(key);
                                         return true;

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "fs/inode.h"
 #include "kvstore/ino_alloc.h"
 
 namespace sepfs::fs {

@@ -98,7 +98,5 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* report,
 // The inode-number counter of kv::InodeAllocator.
 constexpr std::string_view kNextInoCounter = "next_ino";
 
-// 512-byte units of a record of `bytes` data bytes, as counted in st_blocks.
-inline uint64_t SectorsOf(uint64_t bytes) { return (bytes + 511) / 512; }
 
 }  // namespace sepfs::fs

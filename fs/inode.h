@@ -12,6 +12,9 @@
 
 namespace sepfs::fs {
 
+// 512-byte units of a record of `bytes` data bytes, as counted in st_blocks.
+inline uint64_t SectorsOf(uint64_t bytes) { return (bytes + 511) / 512; }
+
 // The mode after a write, truncate or chown by someone who may not keep the
 // set-id bits: setuid goes; setgid goes only with group execute (without it,
 // setgid marks mandatory locking and stays), as the Linux VFS does it.

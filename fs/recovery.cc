@@ -13,12 +13,6 @@
 
 namespace sepfs::fs {
 
-namespace {
-
-uint64_t Sectors(uint64_t bytes) { return (bytes + 511) / 512; }
-
-}  // namespace
-
 // Pointers that name records a power loss took: the record lies past the
 // end of what survived of its segment, or its segment is gone. Each is
 // dropped (the block becomes a hole), logged, and taken off its inode's
@@ -29,9 +23,13 @@ class Filesystem::LostPointers {
     for (const auto& seg : segs) size_[seg.id] = seg.size;
   }
 
+  // Whether `segment` survived up to byte `end`.
+  bool Reaches(uint32_t segment, uint64_t end) const {
+    auto it = size_.find(segment);
+    return it != size_.end() && end <= it->second;
+  }
   bool Intact(const vlog::BlockPtr& p) const {
-    auto it = size_.find(p.segment);
-    return it != size_.end() && p.offset + p.record_size() <= it->second;
+    return Reaches(p.segment, p.offset + p.record_size());
   }
 
   void Drop(std::string_view key, const vlog::BlockPtr& p) {
@@ -44,7 +42,7 @@ class Filesystem::LostPointers {
                  p.segment);
     b_.Delete(key);
     dropped_.push_back(p);
-    sectors_[ino] += Sectors(p.length);
+    sectors_[ino] += SectorsOf(p.length);
   }
 
   // journal: records the drops (nullptr when a checkpoint of a recount follows).
@@ -126,8 +124,8 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
 bool Filesystem::InstallCounts(const std::map<uint32_t, uint64_t>& live,
                                const std::map<uint32_t, uint64_t>& ages) {
   const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
-  std::map<uint32_t, bool> exists;
-  for (const auto& seg : segs) exists[seg.id] = true;
+  std::set<uint32_t> exists;
+  for (const auto& seg : segs) exists.insert(seg.id);
   // Live bytes in a segment the store lacks: the counts do not describe it.
   for (const auto& [id, bytes] : live) {
     if (!exists.count(id)) return false;
@@ -149,14 +147,10 @@ bool Filesystem::InstallCounts(const std::map<uint32_t, uint64_t>& live,
 // of them (or that are gone) can hold such records, and only the entries'
 // owners can point there: their pointers are checked, nobody else's.
 Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
-  const std::vector<vlog::SegmentInfo> segs = vlog_->Segments();
-  LostPointers lost(meta_, segs);
-  std::map<uint32_t, uint64_t> size;
-  for (const auto& seg : segs) size[seg.id] = seg.size;
+  LostPointers lost(meta_, vlog_->Segments());
   std::set<uint64_t> suspects;
   for (const auto& [id, end] : lc.max_end) {
-    auto it = size.find(id);
-    if (it != size.end() && end <= it->second) continue;
+    if (lost.Reaches(id, end)) continue;
     auto o = lc.owners.find(id);
     if (o != lc.owners.end()) suspects.insert(o->second.begin(), o->second.end());
   }
@@ -276,7 +270,7 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
     b.PutBlock(c.ino, c.block, c.ptr);
     added.push_back(c.ptr);
     removed.push_back(cur);
-    r.blocks = r.blocks - std::min(r.blocks, Sectors(cur.length)) + Sectors(c.ptr.length);
+    r.blocks = r.blocks - std::min(r.blocks, SectorsOf(cur.length)) + SectorsOf(c.ptr.length);
     current[key] = c.ptr;
   }
   if (added.empty()) return Status::OK();

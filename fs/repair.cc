@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "fs/clock.h"
+#include "fs/inode.h"
 #include "kvstore/ino_alloc.h"
 #include "kvstore/leveldb_status.h"
 #include "leveldb/db.h"

@@ -663,7 +663,9 @@ Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset) {
   std::string_view data;
   bool at_end = false;
   Status st = reader.Next(&h, &data, &at_end);
-  if (st.ok() || !st.IsCorruption() || !reader.torn()) return st.IsCorruption() ? Status::OK() : st;
+  if (st.ok()) return Status::OK();          // a whole record: no tear here
+  if (!st.IsCorruption()) return st;         // an I/O error
+  if (!reader.torn()) return Status::OK();   // damaged bytes: fsck reports them
   return CutTornTail(*seg, offset);
 }
 
