@@ -644,12 +644,32 @@ FsOptions SmallStoreOptions() {
   return o;
 }
 
-void OpenSmallStore(FaultStore* fst, std::unique_ptr<Filesystem>* fs) {
+// ... with one empty file "f" in the root (its inode in *f).
+void OpenSmallStore(FaultStore* fst, std::unique_ptr<Filesystem>* fs, kv::InodeRecord* f) {
   fs::MkfsOptions mo;
   mo.block_size = kBlock;
   mo.segment_size = 1ull << 20;
   ASSERT_OK(fs::Mkfs(fst->dir(), mo));
   ASSERT_OK(Filesystem::Open(fst->dir(), fst->FaultOptions(SmallStoreOptions()), fs));
+  ASSERT_OK((*fs)->Mknod(fs::Caller{}, Filesystem::kRootIno, "f", S_IFREG | 0644, 0, f));
+}
+
+// Power fails now; every unsynced byte is lost and *fs is gone.
+void LosePower(FaultStore* fst, std::unique_ptr<Filesystem>* fs) {
+  fst->model().PowerLoss();
+  fs->reset();
+  ASSERT_OK(fst->model().DropUnsyncedData());
+}
+
+// Drops the lookup of ino, unmounts cleanly, and expects fsck to find
+// nothing, not even a note.
+void CloseAndExpectClean(FaultStore* fst, std::unique_ptr<Filesystem>* fs, uint64_t ino) {
+  (*fs)->Forget(ino, 1);
+  ASSERT_OK((*fs)->Close());
+  fs->reset();
+  fs::FsckReport rep;
+  EXPECT_EQ(fst->FsckErrors(&rep), "");
+  EXPECT_TRUE(rep.notes.empty());
 }
 
 // The harness must catch the bug class "a synced LSM write makes a pointer
@@ -665,16 +685,13 @@ TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
   FaultStore fst(tmp);
   const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
-  ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs));
   kv::InodeRecord r;
-  ASSERT_OK(fs->Mknod(fs::Caller{}, Filesystem::kRootIno, "f", S_IFREG | 0644, 0, &r));
+  ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
   ASSERT_OK(fs->FsyncDir(Filesystem::kRootIno));  // the name is durable
   ASSERT_OK(fs->Write(r.ino, 0, fs::testing::Payload(1, 3 * kBlock)));
   ASSERT_OK(fs->Flush(r.ino));
   ASSERT_OK(fs->store()->meta()->Sync());  // pointers durable, records not
-  fst.model().PowerLoss();
-  fs.reset();
-  ASSERT_OK(fst.model().DropUnsyncedData());
+  ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   fs::FsckReport rep;
   EXPECT_EQ(fst.FsckErrors(&rep), "");
   bool noted = false;
@@ -691,12 +708,7 @@ TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
   ASSERT_OK(fs->Read(got.ino, 0, 3 * kBlock, &data));
   EXPECT_EQ(data, std::string(3 * kBlock, '\0'));
   EXPECT_EQ(got.blocks, 0u);
-  fs->Forget(got.ino, 1);
-  ASSERT_OK(fs->Close());
-  fs.reset();
-  rep = fs::FsckReport();
-  EXPECT_EQ(fst.FsckErrors(&rep), "");
-  EXPECT_TRUE(rep.notes.empty());
+  CloseAndExpectClean(&fst, &fs, got.ino);
 }
 
 // The LevelDB log tail is lost while a record it pointed to survived in the
@@ -710,9 +722,8 @@ TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   FaultStore fst(tmp);
   const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
-  ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs));
   kv::InodeRecord r;
-  ASSERT_OK(fs->Mknod(fs::Caller{}, Filesystem::kRootIno, "f", S_IFREG | 0644, 0, &r));
+  ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
   const std::string first = fs::testing::Payload(1, 2 * kBlock);
   ASSERT_OK(fs->Write(r.ino, 0, first));
   ASSERT_OK(fs->Fsync(r.ino, false));
@@ -722,9 +733,7 @@ TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   ASSERT_OK(fs->Write(r.ino, 2 * kBlock, fs::testing::Payload(3, 100)));  // append
   ASSERT_OK(fs->Flush(r.ino));              // records written, pointer batch unsynced
   ASSERT_OK(fs->store()->vlog()->Sync());  // the records are durable, the batch is not
-  fst.model().PowerLoss();
-  fs.reset();
-  ASSERT_OK(fst.model().DropUnsyncedData());
+  ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   EXPECT_EQ(fst.FsckErrors(), "");
   ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
   EXPECT_FALSE(fs->recovery().full_recount);
@@ -736,12 +745,7 @@ TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   std::string data;
   ASSERT_OK(fs->Read(got.ino, 0, 3 * kBlock, &data));
   EXPECT_TRUE(data == first.substr(0, kBlock) + second);
-  fs->Forget(got.ino, 1);
-  ASSERT_OK(fs->Close());
-  fs.reset();
-  fs::FsckReport rep;
-  EXPECT_EQ(fst.FsckErrors(&rep), "");
-  EXPECT_TRUE(rep.notes.empty());
+  CloseAndExpectClean(&fst, &fs, got.ino);
 }
 
 }  // namespace
