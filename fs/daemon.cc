@@ -117,6 +117,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.checkpoint_bytes = static_cast<uint64_t>(req.options.checkpoint_mb) << 20;
   fo.gc = req.options.gc;
   fo.gc_picker = req.options.gc_picker;
+  fo.gc_streams = static_cast<int>(req.options.gc_streams);
   std::unique_ptr<Filesystem> fs;
   Status st = Filesystem::Open(req.store, fo, &fs);
   if (!st.ok()) {

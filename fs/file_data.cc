@@ -193,7 +193,6 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   kv::Batch batch;
   kv::InodeRecord r = in->rec;
   std::vector<vlog::BlockPtr> added, released;
-  const vlog::Stream stream = StreamFor(in);
   Status st;
   for (const auto& [b, data] : in->dirty) {
     vlog::BlockPtr p;
@@ -201,11 +200,12 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const uint64_t bstart = b * block_size_;
     if (bstart >= r.size) continue;
     const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
+    auto o = old.find(b);
+    const vlog::Stream stream = StreamFor(in, o != old.end() ? o->second.seq : 0);
     st = vlog_->Append(stream, ino, b, std::string_view(data.data(), len), &p);
     if (!st.ok()) break;
     batch.PutBlock(ino, b, p);
     added.push_back(p);
-    auto o = old.find(b);
     if (o != old.end()) {
       released.push_back(o->second);
       r.blocks -= std::min(r.blocks, SectorsOf(o->second.length));
@@ -247,13 +247,13 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   return st;
 }
 
-vlog::Stream Filesystem::StreamFor(Inode* in) {
+vlog::Stream Filesystem::StreamFor(Inode* in, uint64_t prev_seq) {
   if (in->temperature < 0) {
     std::string v;
     Status st = meta_->Get(kv::XattrKey(in->ino, kTemperatureXattr), &v);
     in->temperature = st.ok() && v == "cold" ? 1 : 0;
   }
-  return gc_ ? gc_->UserStream(in->temperature == 1) : vlog::Stream::kHot;
+  return gc_ ? gc_->UserStream(in->temperature == 1, prev_seq) : vlog::Stream::kHot;
 }
 
 Status Filesystem::TakeWriteError(Inode* in, Status st) {
@@ -359,7 +359,7 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
         }
         const uint64_t drops = vlog_->DropCount();
         vlog::BlockPtr np;
-        SEPFS_RETURN_IF_ERROR(vlog_->Append(StreamFor(in), in->ino, last, buf, &np));
+        SEPFS_RETURN_IF_ERROR(vlog_->Append(StreamFor(in, old.seq), in->ino, last, buf, &np));
         SEPFS_RETURN_IF_ERROR(vlog_->Flush());
         if (vlog_->DropCount() != drops) {
           return Status::IOError("vlog: buffered records were dropped by a failed write");

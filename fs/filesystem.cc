@@ -94,6 +94,8 @@ Status Filesystem::StartGc() {
   GcOptions go;
   go.mode = options_.gc;
   go.picker = options_.gc_picker;
+  go.streams = options_.gc_streams;
+  go.record_bytes = block_size_ + vlog::kRecordHeaderSize;
   GarbageCollector::Hooks hooks;
   hooks.space_low = [this] { return SpaceLow(); };
   hooks.idle_micros = [this] {

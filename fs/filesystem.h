@@ -51,6 +51,7 @@ struct FsOptions {
   // Garbage collection: "hotcold", "wisckey" (one stream, oldest first) or "off".
   std::string gc = "hotcold";
   std::string gc_picker;  // "" = the policy's default
+  int gc_streams = 4;     // hotcold: 4 (by lifetime) or 2 (hot/cold); see fs/gc.h
   // A vLog head checkpoint is written after this many vLog bytes or journal
   // entries; recovery after a crash reads only what came after it.
   uint64_t checkpoint_bytes = 256ull << 20;
@@ -257,7 +258,9 @@ class Filesystem {
   bool SpaceLow();
   Status StartGc();
   // Stream for a flush of this inode (temperature xattr, GC mode).
-  vlog::Stream StreamFor(Inode* in);
+  // The stream for a user write of one of in's blocks; prev_seq: seq of the
+  // record it replaces, 0 if none.
+  vlog::Stream StreamFor(Inode* in, uint64_t prev_seq);
   void FlusherLoop();
 
   FsOptions options_;

@@ -17,6 +17,9 @@ Status GarbageCollector::Create(vlog::ValueLog* vlog, vlog::GcIndex* index, cons
   if (!o.picker.empty() && !vlog::ParseGcPolicy(o.picker, &policy)) {
     return Status::InvalidArgument("unknown gc picker '" + o.picker + "'");
   }
+  if (o.streams != 2 && o.streams != 4) {
+    return Status::InvalidArgument("gc streams must be 2 or 4, not " + std::to_string(o.streams));
+  }
   out->reset(new GarbageCollector(vlog, index, o, std::move(hooks), policy));
   return Status::OK();
 }
@@ -49,13 +52,25 @@ void GarbageCollector::Kick() {
   cv_.notify_all();
 }
 
-vlog::Stream GarbageCollector::UserStream(bool cold_hint) const {
+vlog::Stream GarbageCollector::UserStream(bool cold_hint, uint64_t prev_seq) const {
   if (options_.mode == "wisckey") return vlog::Stream::kHot;
-  return cold_hint ? vlog::Stream::kCold : vlog::Stream::kHot;
+  if (cold_hint) return vlog::Stream::kCold;
+  if (options_.streams == 2) return vlog::Stream::kHot;
+  // The lifetime of the version being replaced predicts the new one's.
+  const uint64_t now = vlog_->LastSeq();
+  if (prev_seq == 0 || prev_seq > now) return vlog::Stream::kWarm;
+  return now - prev_seq < LifetimeScale() / 4 ? vlog::Stream::kHot : vlog::Stream::kWarm;
 }
 
-vlog::Stream GarbageCollector::SurvivorStream() const {
-  return options_.mode == "wisckey" ? vlog::Stream::kHot : vlog::Stream::kCold;
+uint64_t GarbageCollector::LifetimeScale() const {
+  const uint64_t now = vlog_->LastSeq();
+  if (now >= scale_refresh_seq_.load(std::memory_order_relaxed)) {
+    // Racing refreshes compute the same value; either store is fine.
+    const uint64_t scale = vlog_->LiveBytes() / std::max<uint64_t>(1, options_.record_bytes);
+    scale_.store(scale, std::memory_order_relaxed);
+    scale_refresh_seq_.store(now + 1 + scale / 16, std::memory_order_relaxed);
+  }
+  return scale_.load(std::memory_order_relaxed);
 }
 
 Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* what) {
@@ -71,7 +86,12 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   if (*done) return Status::OK();
   const uint32_t victim = victims[0];
   vlog::GcJobOptions jo;
-  jo.dest = SurvivorStream();
+  const bool wisckey = options_.mode == "wisckey";
+  jo.dest = wisckey ? vlog::Stream::kHot : vlog::Stream::kCold;
+  if (!wisckey && options_.streams == 4) {
+    jo.old_dest = vlog::Stream::kFrozen;
+    jo.old_after_seqs = std::max<uint64_t>(1, LifetimeScale());
+  }
   jo.max_bytes_per_sec = options_.max_bytes_per_sec;
   vlog::GcJobStats js;
   Status st = vlog::CollectSegment(vlog_, index_, victim, jo, &js);
@@ -106,8 +126,9 @@ Status GarbageCollector::RunPass(bool force, const Progress& progress, uint64_t*
   uint64_t n = 0;
   totals_.passes++;
   if (force) {
-    SEPFS_RETURN_IF_ERROR(vlog_->SealStream(vlog::Stream::kHot));
-    SEPFS_RETURN_IF_ERROR(vlog_->SealStream(vlog::Stream::kCold));
+    for (int k = 0; k < vlog::kNumStreams; k++) {
+      SEPFS_RETURN_IF_ERROR(vlog_->SealStream(static_cast<vlog::Stream>(k)));
+    }
   }
   const double min_ratio = force ? 0.0 : options_.min_segment_garbage_ratio;
   Status result;
@@ -168,13 +189,15 @@ std::string GarbageCollector::StatsText() const {
   char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "gc:\n"
-                "  mode                 %s (picker %s)\n"
+                "  mode                 %s (picker %s, %d streams)\n"
+                "  lifetime scale       %" PRIu64 " records\n"
                 "  segments collected   %" PRIu64 " (%" PRIu64 " failed)\n"
                 "  records relocated    %" PRIu64 " (%" PRIu64 " lost to user writes)\n"
                 "  gc bytes moved       %" PRIu64 "\n"
                 "  gc bytes freed       %" PRIu64 "\n"
                 "  gc seconds           %.3f (longest job %.3f)\n",
                 options_.mode.c_str(), vlog::GcPolicyName(policy_),
+                options_.mode == "hotcold" ? options_.streams : 1, LifetimeScale(),
                 totals_.segments_collected.load(), totals_.failures.load(),
                 totals_.records_relocated.load(), totals_.records_lost_race.load(),
                 totals_.bytes_moved.load(), totals_.bytes_freed.load(),

@@ -4,9 +4,18 @@
 // thread, the classification of data into streams, and the counters.
 //
 // Modes:
-//   hotcold  user writes -> hot stream, GC survivors -> cold stream (HashKV);
-//            a file's xattr user.sepfs.temperature=cold sends its writes to
-//            the cold stream too. Picker: cost-benefit unless overridden.
+//   hotcold  data is grouped by expected lifetime (HashKV's hot/cold split,
+//            refined by SepBIT's lifetime inference; docs/gc.md "Streams").
+//            With streams = 4 (default), scale = live records in the log:
+//              user overwrite of a block whose old record is younger than
+//                scale/4 sequence numbers     -> hot
+//              any other user write (older old record, first write of a
+//                block)                       -> warm
+//              GC survivor younger than scale -> cold
+//              GC survivor at least that old  -> frozen
+//            With streams = 2: user writes -> hot, survivors -> cold.
+//            A file's xattr user.sepfs.temperature=cold sends its writes to
+//            the cold stream. Picker: cost-benefit unless overridden.
 //   wisckey  the baseline: one stream for everything, oldest segment first.
 //   off      no background collection (RunPass on demand still works).
 // Triggers of the background thread (checked every interval, or at once
@@ -32,6 +41,10 @@ namespace sepfs::fs {
 struct GcOptions {
   std::string mode = "hotcold";  // hotcold | wisckey | off
   std::string picker;            // greedy | cost-benefit | oldest; "" = mode default
+  int streams = 4;               // hotcold only: 4 (by lifetime) or 2 (hot/cold)
+  // Bytes of a typical record (block size + record header), to turn the
+  // live bytes of the log into the lifetime scale (live records).
+  uint64_t record_bytes = 64u << 10;
   double interval_sec = 1.0;
   // Lazy on purpose: a hot segment collected early still holds blocks that
   // are about to die, and copying them is the write amplification hot/cold
@@ -77,8 +90,12 @@ class GarbageCollector {
   // when force is set, so their garbage becomes collectable.
   Status RunPass(bool force, const Progress& progress, uint64_t* collected);
 
-  vlog::Stream UserStream(bool cold_hint) const;
-  vlog::Stream SurvivorStream() const;
+  // The stream for a user write of a block. prev_seq: seq of the record the
+  // write replaces, 0 if the block had none.
+  vlog::Stream UserStream(bool cold_hint, uint64_t prev_seq) const;
+  // Live records in the log (the lifetime scale), refreshed whenever the
+  // log has grown by 1/16 of it since the last refresh.
+  uint64_t LifetimeScale() const;
   const GcTotals& totals() const { return totals_; }
   std::string StatsText() const;
 
@@ -100,6 +117,8 @@ class GarbageCollector {
   std::condition_variable cv_;
   bool stop_ = false, kicked_ = false;
   std::thread thread_;
+  mutable std::atomic<uint64_t> scale_{0};
+  mutable std::atomic<uint64_t> scale_refresh_seq_{0};  // refresh when LastSeq() reaches it
   GcTotals totals_;
 };
 

@@ -76,6 +76,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     } else if (key == "gc_picker") {
       o->gc_picker = val;
       ok = val == "greedy" || val == "cost-benefit" || val == "oldest";
+    } else if (key == "gc_streams") {
+      ok = ParseUnsigned(val, 4, &o->gc_streams) && (o->gc_streams == 2 || o->gc_streams == 4);
     } else if (key == "threads") {
       ok = ParseUnsigned(val, 256, &o->threads) && o->threads > 0;
     } else {

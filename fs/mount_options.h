@@ -35,6 +35,7 @@ struct MountOptions {
   unsigned checkpoint_mb = 256;    // checkpoint_mb=N: vLog MiB between recovery checkpoints
   std::string gc = "hotcold";      // gc=hotcold|wisckey|off
   std::string gc_picker;           // gc_picker=greedy|cost-benefit|oldest ("" = policy default)
+  unsigned gc_streams = 4;         // gc_streams=4|2: lifetime classes or plain hot/cold
   std::vector<std::string> passthrough;  // options for libfuse
 };
 

@@ -13,8 +13,6 @@ void Line(std::string* out, const char* fmt, auto... args) {
   *out += buf;
 }
 
-const char* StreamName(vlog::Stream s) { return s == vlog::Stream::kHot ? "hot" : "cold"; }
-
 }  // namespace
 
 std::string StoreReport(Store* store) {
@@ -40,9 +38,9 @@ std::string StoreReport(Store* store) {
   for (int k = 0; k < vlog::kNumStreams; k++) {
     const double ratio = size[k] ? 100.0 * garbage[k] / size[k] : 0.0;
     Line(&out,
-         "  %-4s %6" PRIu64 " segments  %12" PRIu64 " bytes  live %12" PRIu64
+         "  %-6s %6" PRIu64 " segments  %12" PRIu64 " bytes  live %12" PRIu64
          "  garbage %12" PRIu64 " (%.1f%%)\n",
-         StreamName(static_cast<vlog::Stream>(k)), count[k], size[k], live[k], garbage[k],
+         vlog::StreamName(static_cast<vlog::Stream>(k)), count[k], size[k], live[k], garbage[k],
          ratio);
   }
   const auto vs = store->vlog()->stats();

@@ -55,6 +55,7 @@ constexpr const char* kMountUsage =
     "       noparallel_dirops, nodefault_permissions, max_write=BYTES, attr_timeout=SEC,\n"
     "       entry_timeout=SEC, flush_interval=SEC, cache_mb=N, threads=N,\n"
     "       gc=hotcold|wisckey|off, gc_picker=greedy|cost-benefit|oldest,\n"
+    "       gc_streams=4|2 (hotcold: streams by expected lifetime, or hot and cold only),\n"
     "       noprefetch_seq, noprefetch_dir, prefetch_threads=N, data_cache_mb=N,\n"
     "       checkpoint_mb=N (vLog MiB between recovery checkpoints, default 256),\n"
     "       and the generic FUSE/mount options\n"

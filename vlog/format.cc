@@ -56,6 +56,20 @@ void EncodeSegmentHeader(const SegmentHeader& h, char* dst) {
   Put64(dst + kSegmentChecksumOffset, XXH3_64bits(dst, kSegmentChecksumOffset));
 }
 
+const char* StreamName(Stream s) {
+  switch (s) {
+    case Stream::kHot:
+      return "hot";
+    case Stream::kCold:
+      return "cold";
+    case Stream::kWarm:
+      return "warm";
+    case Stream::kFrozen:
+      return "frozen";
+  }
+  return "unknown";
+}
+
 Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
   if (Get32(src + 0) != kSegmentMagic) return Status::Corruption("segment header: bad magic");
   if (Get8(src + 4) != kFormatVersion) {

@@ -57,9 +57,15 @@ constexpr uint32_t kMaxRecordData = 16u << 20;
 // compare-and-set to a newer user write); see docs/durability.md.
 constexpr uint8_t kRecordRelocated = 1;
 
-// Open segments ("streams") a record can be appended to.
-enum class Stream : uint8_t { kHot = 0, kCold = 1 };
-constexpr int kNumStreams = 2;
+// Open segments ("streams") a record can be appended to. The vLog only
+// keeps them apart; which data goes where is the caller's policy (for the
+// filesystem: docs/gc.md, "Streams"). Roughly, by expected lifetime:
+// kHot shortest, then kWarm, kCold, kFrozen longest. Stores written before
+// kWarm and kFrozen existed use only kHot and kCold.
+enum class Stream : uint8_t { kHot = 0, kCold = 1, kWarm = 2, kFrozen = 3 };
+constexpr int kNumStreams = 4;
+// "hot", "cold", "warm", "frozen".
+const char* StreamName(Stream s);
 
 struct SegmentHeader {
   uint8_t stream = 0;

@@ -36,7 +36,8 @@ class Job {
         o_(o),
         clock_(o.clock ? o.clock : GcClock::Default()),
         stats_(stats),
-        start_us_(clock_->NowMicros()) {}
+        start_us_(clock_->NowMicros()),
+        start_seq_(vlog->LastSeq()) {}
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
 
@@ -65,6 +66,7 @@ class Job {
   GcClock* const clock_;
   GcJobStats* const stats_;
   const uint64_t start_us_;
+  const uint64_t start_seq_;
   uint64_t throttled_us_ = 0;
   uint64_t io_at_last_throttle_ = 0;
   std::vector<Pending> batch_;
@@ -72,8 +74,10 @@ class Job {
 };
 
 Status Job::Check(uint64_t* victim_size) {
-  const int si = static_cast<int>(o_.dest);
-  if (si < 0 || si >= kNumStreams) return Status::InvalidArgument(Name() + ": bad dest stream");
+  for (Stream s : {o_.dest, o_.old_dest}) {
+    const int si = static_cast<int>(s);
+    if (si < 0 || si >= kNumStreams) return Status::InvalidArgument(Name() + ": bad dest stream");
+  }
   for (const SegmentInfo& s : vlog_->Segments()) {
     if (s.id != victim_) continue;
     if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
@@ -119,7 +123,10 @@ Status Job::RelocateBatch() {
   };
   const uint64_t drops = vlog_->DropCount();
   for (Pending& p : batch) {
-    Status st = vlog_->Append(o_.dest, p.r.inode, p.r.block, p.data, &p.r.to, kRecordRelocated);
+    const bool old = o_.old_after_seqs != 0 && p.r.from.seq <= start_seq_ &&
+                     start_seq_ - p.r.from.seq >= o_.old_after_seqs;
+    Status st = vlog_->Append(old ? o_.old_dest : o_.dest, p.r.inode, p.r.block, p.data,
+                              &p.r.to, kRecordRelocated);
     if (!st.ok()) {
       release_copies();
       return st.WithContext(Name());

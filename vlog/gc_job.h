@@ -14,7 +14,8 @@
 //      bytes (bounded memory); when it is full, and at the end of the scan:
 //      a. sort the batch by (inode, block), so a file's blocks become
 //         contiguous in the destination (sequential reads stay sequential);
-//      b. Append each record to o.dest (fresh seq numbers);
+//      b. Append each record to o.dest, or to o.old_dest if it is at least
+//         o.old_after_seqs sequence numbers old (fresh seq numbers);
 //      c. vlog->Sync(): the copies are durable BEFORE any pointer moves;
 //      d. index->SwapPointers(batch): one atomic, durable compare-and-set
 //         batch; a relocation whose (inode, block) no longer maps to `from`
@@ -102,6 +103,12 @@ class GcClock {
 struct GcJobOptions {
   // Stream the survivors are appended to (HashKV: GC survivors are cold).
   Stream dest = Stream::kCold;
+  // Survivors whose record is at least old_after_seqs sequence numbers
+  // older than the newest seq at the start of the job go to old_dest
+  // instead: data that has lived long is likely to live long (separating
+  // survivors by age). 0 = off, everything goes to dest.
+  Stream old_dest = Stream::kFrozen;
+  uint64_t old_after_seqs = 0;
   // Live record bytes (headers included) gathered before a batch is
   // relocated. Bounds memory to about batch_bytes plus one record. 0: every
   // record is its own batch.
@@ -129,7 +136,7 @@ struct GcJobStats {
 // Collects segment `victim` as described at the top of this file. *stats is
 // reset and then reports the work done, also on failure.
 // Errors: NotFound (unknown victim), EBUSY (the victim is open: seal it
-// first), InvalidArgument (bad dest stream), Corruption (damaged victim or
+// first), InvalidArgument (bad dest or old_dest stream), Corruption (damaged victim or
 // torn record: victim kept), and whatever the vlog or the index return.
 Status CollectSegment(ValueLog* vlog, GcIndex* index, uint32_t victim, const GcJobOptions& o,
                       GcJobStats* stats);

@@ -71,6 +71,7 @@ class ValueLog::Impl {
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
+  uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;
@@ -616,6 +617,12 @@ uint64_t ValueLog::Impl::TotalBytes() const {
   return total;
 }
 
+uint64_t ValueLog::Impl::LiveBytes() const {
+  uint64_t total = 0;
+  for (const auto& seg : Snapshot()) total += seg->live.load(std::memory_order_relaxed);
+  return total;
+}
+
 void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) {
   uint64_t cur = next_seq_.load();
   while (cur <= seq && !next_seq_.compare_exchange_weak(cur, seq + 1)) {
@@ -762,6 +769,7 @@ uint64_t ValueLog::DropCount() const { return impl_->DropCount(); }
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
+uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);
 }

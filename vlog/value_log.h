@@ -167,6 +167,8 @@ class ValueLog {
   Stats stats() const;
   // Total bytes of all segment files (buffers included).
   uint64_t TotalBytes() const;
+  // Sum of the segments' live bytes.
+  uint64_t LiveBytes() const;
 
   // Reads segment `id` front to back (sequentially, fadvise SEQUENTIAL),
   // calling fn for each record; for fsck and GC. An open segment's append

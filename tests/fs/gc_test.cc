@@ -47,8 +47,8 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   EXPECT_LT(VlogBytes(), before - (8u << 20)) << "garbage of a and b was not freed";
   EXPECT_EQ(ReadAll(a), a2);
   EXPECT_EQ(ReadAll(cino), c);
-  // Survivors went to the cold stream.
-  EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u);
+  // Survivors went to the survivor streams.
+  EXPECT_GT(LiveBytes(vlog::Stream::kCold) + LiveBytes(vlog::Stream::kFrozen), 0u);
   ExpectFsckClean();
   EXPECT_EQ(ReadAll(InoOf(kRoot, "a")), a2);
   EXPECT_EQ(ReadAll(InoOf(kRoot, "c")), c);
@@ -98,7 +98,71 @@ TEST_F(GcTest, ColdTemperatureXattrSendsWritesToTheColdStream) {
   ASSERT_OK(fs_->RemoveXattr(ino, Filesystem::kTemperatureXattr));
   ASSERT_OK(fs_->Write(ino, 0, Payload(6, 1 << 20)));
   ASSERT_OK(fs_->Flush(ino));
-  EXPECT_GE(LiveBytes(vlog::Stream::kHot), 1u << 20);
+  EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 0u);
+  EXPECT_GE(LiveBytes(vlog::Stream::kHot) + LiveBytes(vlog::Stream::kWarm), 1u << 20);
+}
+
+// Stream choice without the background collector (gc=off still classifies
+// like hotcold, and RunGc works), so nothing moves between the checks.
+class StreamGcTest : public GcTest {
+ protected:
+  FsOptions fs_options() const override {
+    FsOptions o = GcTest::fs_options();
+    o.gc = "off";
+    return o;
+  }
+};
+
+// The lifetime rule of fs/gc.h: scale = live records; a user overwrite of a
+// record younger than scale/4 goes hot, other user writes warm; survivors
+// younger than scale go cold, older ones frozen.
+TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
+  const uint64_t bs = block_size();
+  const uint64_t rec = bs + vlog::kRecordHeaderSize;
+  const uint64_t old_file = WriteFile("old", Payload(1, 8 * bs));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm), 8 * rec) << "first writes of blocks go warm";
+  const uint64_t big = WriteFile("big", Payload(2, 64 * bs));  // scale: 72 records
+  ASSERT_OK(fs_->Write(big, 0, Payload(3, 4 * bs)));  // replaces records 63 seqs old
+  ASSERT_OK(fs_->Flush(big));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 0u) << "63 seqs old is not young at scale 72";
+  ASSERT_OK(fs_->Write(big, 60 * bs, Payload(4, 4 * bs)));  // these are 7 seqs old
+  ASSERT_OK(fs_->Flush(big));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 4 * rec) << "young records' successors go hot";
+  // Rewrite big twice: old's records age past the scale, big's stay younger.
+  for (uint64_t v = 5; v < 7; v++) {
+    ASSERT_OK(fs_->Write(big, 0, Payload(v, 64 * bs)));
+    ASSERT_OK(fs_->Flush(big));
+  }
+  uint64_t n = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  // Only old's 8 records are older than the scale; big's newest records
+  // were appended within the last 64 seqs.
+  EXPECT_EQ(LiveBytes(vlog::Stream::kFrozen), 8 * rec) << "old survivors go frozen";
+  EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u) << "young survivors go cold";
+  EXPECT_EQ(ReadAll(old_file), Payload(1, 8 * bs));
+  EXPECT_EQ(ReadAll(big), Payload(6, 64 * bs));
+  ExpectFsckClean();
+}
+
+class TwoStreamGcTest : public StreamGcTest {
+ protected:
+  FsOptions fs_options() const override {
+    FsOptions o = StreamGcTest::fs_options();
+    o.gc_streams = 2;
+    return o;
+  }
+};
+
+TEST_F(TwoStreamGcTest, UserWritesGoHotAndSurvivorsCold) {
+  const uint64_t bs = block_size();
+  const uint64_t a = WriteFile("a", Payload(1, 16 * bs));
+  ASSERT_OK(fs_->Write(a, 0, Payload(2, 4 * bs)));
+  ASSERT_OK(fs_->Flush(a));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 16 * (bs + vlog::kRecordHeaderSize));
+  uint64_t n = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 16 * (bs + vlog::kRecordHeaderSize));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm) + LiveBytes(vlog::Stream::kFrozen), 0u);
 }
 
 class WisckeyGcTest : public GcTest {
@@ -117,7 +181,9 @@ TEST_F(WisckeyGcTest, BaselineKeepsOneStream) {
   uint64_t n = 0;
   ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
   EXPECT_GT(n, 0u);
-  EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 0u);
+  for (auto k : {vlog::Stream::kCold, vlog::Stream::kWarm, vlog::Stream::kFrozen}) {
+    EXPECT_EQ(LiveBytes(k), 0u) << vlog::StreamName(k);
+  }
   std::string want = Payload(1, 6 << 20);
   want.replace(0, 3 << 20, Payload(2, 3 << 20));
   EXPECT_EQ(ReadAll(a), want);

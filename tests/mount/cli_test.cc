@@ -241,8 +241,8 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 // A malformed option is refused with a message naming it; nothing is mounted
 // and the store stays usable.
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
-  for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "max_write=12",
-                          "prefetch_threads=0", "flush_interval=-1"}) {
+  for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
+                          "max_write=12", "prefetch_threads=0", "flush_interval=-1"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
     EXPECT_FALSE(r.timed_out) << opt;
     EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
@@ -302,7 +302,11 @@ TEST_F(UnmountedTest, StatsAndHelp) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(kMiB, 5)));
   r = RunSepfs({"stats", mnt()});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_FALSE(r.out.empty()) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 4 streams)")) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  ASSERT_NO_FATAL_FAILURE(Mount({"gc_streams=2"}));
+  r = RunSepfs({"stats", mnt()});
+  EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 2 streams)")) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Unmount());
 
   for (const char* sub : {"mkfs", "mount", "fsck", "stats"}) {

@@ -86,6 +86,21 @@ TEST(SegmentHeaderTest, RejectsBadMagicVersionAndStream) {
   EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
 }
 
+TEST(SegmentHeaderTest, EveryStreamRoundTrips) {
+  for (int k = 0; k < kNumStreams; k++) {
+    SegmentHeader in = SampleSegmentHeader(), out;
+    in.stream = static_cast<uint8_t>(k);
+    char raw[kSegmentHeaderSize];
+    EncodeSegmentHeader(in, raw);
+    ASSERT_TRUE(DecodeSegmentHeader(raw, &out).ok()) << k;
+    EXPECT_EQ(out.stream, k);
+  }
+  EXPECT_STREQ(StreamName(Stream::kHot), "hot");
+  EXPECT_STREQ(StreamName(Stream::kWarm), "warm");
+  EXPECT_STREQ(StreamName(Stream::kCold), "cold");
+  EXPECT_STREQ(StreamName(Stream::kFrozen), "frozen");
+}
+
 struct EncodedRecord {
   RecordHeader h;
   std::string bytes;  // header + data

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -360,6 +361,45 @@ TEST_F(GcJobTest, RelocatedRecordsAreInInodeBlockOrder) {
   for (auto it = snap.begin(), next = std::next(it); next != snap.end(); ++it, ++next) {
     EXPECT_EQ(uint64_t{next->second.offset}, it->second.offset + it->second.record_size());
   }
+}
+
+TEST_F(GcJobTest, OldSurvivorsGoToOldDest) {
+  // Inode 1's records are written first, inode 2's last: with the age split
+  // between them, 1 goes to old_dest and 2 to dest.
+  for (uint64_t b = 0; b < 8; ++b) Write(1, b, 1000);
+  for (uint64_t b = 0; b < 8; ++b) Write(2, b, 1000);
+  for (uint64_t b = 0; b < 8; b += 2) Write(2, b, 1000, 1);  // garbage in the victim
+  BlockPtr p1, p2;
+  ASSERT_TRUE(index_.Get({1, 0}, &p1));
+  ASSERT_TRUE(index_.Get({2, 1}, &p2));
+  ASSERT_EQ(p1.segment, p2.segment);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  const uint64_t now = vlog_->LastSeq();
+  opts_.dest = Stream::kCold;
+  opts_.old_dest = Stream::kFrozen;
+  opts_.old_after_seqs = now - p2.seq + 1;  // inode 2's surviving records are younger
+  ASSERT_GE(now - p1.seq, opts_.old_after_seqs + 7);
+  ASSERT_TRUE(CollectSegment(vlog_.get(), &index_, p1.segment, opts_, &stats_).ok());
+  std::set<uint64_t> cold_inodes, frozen_inodes;
+  for (uint32_t id : SegmentsOf(Stream::kCold)) {
+    for (const Key& k : RecordsOf(id)) cold_inodes.insert(k.first);
+  }
+  for (uint32_t id : SegmentsOf(Stream::kFrozen)) {
+    for (const Key& k : RecordsOf(id)) frozen_inodes.insert(k.first);
+  }
+  EXPECT_EQ(frozen_inodes, std::set<uint64_t>{1});
+  EXPECT_EQ(cold_inodes, std::set<uint64_t>{2});
+  EXPECT_EQ(stats_.records_relocated, 8u + 8u);  // inode 2's rewrites are in the victim too
+  ExpectAllReadable();
+  ExpectExactLiveCounts();
+  // A bad old_dest is refused like a bad dest.
+  opts_.old_dest = static_cast<Stream>(kNumStreams);
+  Write(3, 0, 1000);
+  Write(3, 0, 1000, 1);
+  BlockPtr p3;
+  ASSERT_TRUE(index_.Get({3, 0}, &p3));
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  EXPECT_EQ(CollectSegment(vlog_.get(), &index_, p3.segment, opts_, &stats_).err(), EINVAL);
 }
 
 TEST_F(GcJobTest, SmallBatchesAreEachSortedAndBoundMemory) {
