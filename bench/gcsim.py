@@ -6,15 +6,16 @@ SEG records. It replays the bench/gc-bench update workload (load N blocks,
 then overwrite Zipf-chosen blocks, FACTOR x N writes, coalesced per ROUND
 writes the way the page cache merges repeated writes between two fsyncs)
 against a store of N * (1 + SPARE) records, with the triggers of fs/gc.cc
-(free space below LOW segments: any garbage; else sealed garbage above 50%:
-victims with >= 50% garbage) and the pickers of vlog/gc_picker.cc.
+(free space below max(LOW segments, capacity/20): any garbage; else sealed
+garbage above 50%: victims with >= 50% garbage) and the pickers of vlog/gc_picker.cc.
 
 Policies (where each record goes):
   wisckey   one stream, oldest segment first (the baseline)
   hotcold   user writes hot, GC survivors cold (-o gc_streams=2)
   lifetime  the rule of fs/gc.h (-o gc_streams=4): user overwrite of a record
             younger than scale/4 -> hot, other user writes -> warm; survivors
-            younger than scale -> cold, older -> frozen; scale = live records
+            younger than scale -> cold, older or from a frozen segment ->
+            frozen; scale = live records
   oracle    every record grouped by its block's true update probability
             into 8 classes (an upper bound for any frequency-based estimate)
 
@@ -32,7 +33,7 @@ class Sim:
     def __init__(self, policy, picker, n, seg, spare, low):
         self.policy, self.picker, self.n, self.seg = policy, picker, n, seg
         self.capacity = int(n * (1 + spare))  # records, like --capacity in bytes
-        self.low = low
+        self.low = max(low * seg, self.capacity // 20)  # records
         self.where = [-1] * n  # segment of each block's live record
         self.born = [0] * n  # seq of each block's live record
         self.blocks = {}  # segment -> set of blocks whose live record it holds
@@ -76,13 +77,15 @@ class Sim:
             return "warm"
         return "hot" if self.seq - self.born[b] < self.n / 4 else "warm"
 
-    def survivor_stream(self, b):
+    def survivor_stream(self, b, victim_stream):
         if self.policy == "wisckey":
             return "one"
         if self.policy == "hotcold":
             return "cold"
         if self.policy == "oracle":
             return self.oracle_class(b) if self.expect else "new"
+        if victim_stream == "frozen":
+            return "frozen"
         return "cold" if self.seq - self.born[b] < self.n else "frozen"
 
     def sealed(self):
@@ -110,7 +113,7 @@ class Sim:
 
     def collect_while_needed(self):
         while True:
-            low = self.capacity - self.used < self.low * self.seg
+            low = self.capacity - self.used < self.low
             if not low:
                 sealed = self.sealed()
                 size = sum(self.size[i] for i in sealed)
@@ -123,7 +126,7 @@ class Sim:
             survivors = sorted(self.blocks.pop(victim))
             self.used -= self.size[victim]
             for b in survivors:
-                self.append(self.survivor_stream(b), b)
+                self.append(self.survivor_stream(b, self.stream[victim]), b)
                 self.moved += 1
 
     def write(self, b):

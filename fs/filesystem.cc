@@ -48,8 +48,9 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   if (!options.read_only) SEPFS_RETURN_IF_ERROR(fs->ReclaimOrphans());
   fs->opened_ = true;
   if (!options.read_only) {
-    fs->flusher_ = std::thread([f = fs.get()] { f->FlusherLoop(); });
+    // The collector first: the flusher's writes ask it for their stream.
     SEPFS_RETURN_IF_ERROR(fs->StartGc());
+    fs->flusher_ = std::thread([f = fs.get()] { f->FlusherLoop(); });
   }
   *out = std::move(fs);
   return Status::OK();
@@ -94,7 +95,8 @@ Status Filesystem::StartGc() {
   GcOptions go;
   go.mode = options_.gc;
   go.picker = options_.gc_picker;
-  go.streams = options_.gc_streams;
+  // Stores of an older format keep to the streams their binaries can read.
+  go.streams = store_->super().version >= kv::kMetaFormatLifetimeStreams ? options_.gc_streams : 2;
   go.record_bytes = block_size_ + vlog::kRecordHeaderSize;
   GarbageCollector::Hooks hooks;
   hooks.space_low = [this] { return SpaceLow(); };

@@ -65,8 +65,11 @@ vlog::Stream GarbageCollector::UserStream(bool cold_hint, uint64_t prev_seq) con
 uint64_t GarbageCollector::LifetimeScale() const {
   const uint64_t now = vlog_->LastSeq();
   if (now >= scale_refresh_seq_.load(std::memory_order_relaxed)) {
-    // Racing refreshes compute the same value; either store is fine.
-    const uint64_t scale = vlog_->LiveBytes() / std::max<uint64_t>(1, options_.record_bytes);
+    // Racing refreshes store nearly the same value; any of them will do.
+    const auto vs = vlog_->stats();
+    const uint64_t record_bytes =
+        vs.records_appended ? vs.bytes_appended / vs.records_appended : options_.record_bytes;
+    const uint64_t scale = vlog_->LiveBytes() / std::max<uint64_t>(1, record_bytes);
     scale_.store(scale, std::memory_order_relaxed);
     scale_refresh_seq_.store(now + 1 + scale / 16, std::memory_order_relaxed);
   }
@@ -81,7 +84,8 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   po.max_victims = 1;
   po.now_seq = vlog_->LastSeq();
   po.exclude = failed_;
-  const auto victims = vlog::PickVictims(vlog_->Segments(), po);
+  const auto segs = vlog_->Segments();
+  const auto victims = vlog::PickVictims(segs, po);
   *done = victims.empty();
   if (*done) return Status::OK();
   const uint32_t victim = victims[0];
@@ -89,7 +93,13 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   const bool wisckey = options_.mode == "wisckey";
   jo.dest = wisckey ? vlog::Stream::kHot : vlog::Stream::kCold;
   if (!wisckey && options_.streams == 4) {
+    // A copy gets a new seq, so age counts from the last move; survivors of
+    // a frozen victim are older than that and stay frozen.
+    const bool frozen = std::any_of(segs.begin(), segs.end(), [&](const vlog::SegmentInfo& s) {
+      return s.id == victim && s.stream == vlog::Stream::kFrozen;
+    });
     jo.old_dest = vlog::Stream::kFrozen;
+    if (frozen) jo.dest = vlog::Stream::kFrozen;
     jo.old_after_seqs = std::max<uint64_t>(1, LifetimeScale());
   }
   jo.max_bytes_per_sec = options_.max_bytes_per_sec;
@@ -197,7 +207,7 @@ std::string GarbageCollector::StatsText() const {
                 "  gc bytes freed       %" PRIu64 "\n"
                 "  gc seconds           %.3f (longest job %.3f)\n",
                 options_.mode.c_str(), vlog::GcPolicyName(policy_),
-                options_.mode == "hotcold" ? options_.streams : 1, LifetimeScale(),
+                options_.mode == "wisckey" ? 1 : options_.streams, LifetimeScale(),
                 totals_.segments_collected.load(), totals_.failures.load(),
                 totals_.records_relocated.load(), totals_.records_lost_race.load(),
                 totals_.bytes_moved.load(), totals_.bytes_freed.load(),

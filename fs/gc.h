@@ -12,7 +12,7 @@
 //              any other user write (older old record, first write of a
 //                block)                       -> warm
 //              GC survivor younger than scale -> cold
-//              GC survivor at least that old  -> frozen
+//              GC survivor at least that old, or of a frozen victim -> frozen
 //            With streams = 2: user writes -> hot, survivors -> cold.
 //            A file's xattr user.sepfs.temperature=cold sends its writes to
 //            the cold stream. Picker: cost-benefit unless overridden.
@@ -42,9 +42,9 @@ struct GcOptions {
   std::string mode = "hotcold";  // hotcold | wisckey | off
   std::string picker;            // greedy | cost-benefit | oldest; "" = mode default
   int streams = 4;               // hotcold only: 4 (by lifetime) or 2 (hot/cold)
-  // Bytes of a typical record (block size + record header), to turn the
-  // live bytes of the log into the lifetime scale (live records).
-  uint64_t record_bytes = 64u << 10;
+  // Bytes of a full-block record (block size + record header): the record
+  // size assumed until records have been appended (then their average is).
+  uint64_t record_bytes = (64u << 10) + 48;
   double interval_sec = 1.0;
   // Lazy on purpose: a hot segment collected early still holds blocks that
   // are about to die, and copying them is the write amplification hot/cold
@@ -93,8 +93,9 @@ class GarbageCollector {
   // The stream for a user write of a block. prev_seq: seq of the record the
   // write replaces, 0 if the block had none.
   vlog::Stream UserStream(bool cold_hint, uint64_t prev_seq) const;
-  // Live records in the log (the lifetime scale), refreshed whenever the
-  // log has grown by 1/16 of it since the last refresh.
+  // Live records in the log (the lifetime scale): live bytes over the
+  // average appended record, refreshed whenever the log has grown by 1/16
+  // of it since the last refresh.
   uint64_t LifetimeScale() const;
   const GcTotals& totals() const { return totals_; }
   std::string StatsText() const;

@@ -47,7 +47,11 @@ std::string EncodeBlockValue(const vlog::BlockPtr& p);
 sepfs::Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p);
 
 constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
-constexpr uint32_t kMetaFormatVersion = 1;
+// Format versions: 1, the first; 2, vLog segments may also be of the warm
+// and frozen streams (vlog/format.h), which version-1 binaries cannot read.
+// Version-1 stores are still mounted, and keep to the hot and cold streams.
+constexpr uint32_t kMetaFormatVersion = 2;
+constexpr uint32_t kMetaFormatLifetimeStreams = 2;
 
 // Fixed at mkfs.
 struct Superblock {

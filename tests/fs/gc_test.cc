@@ -115,33 +115,69 @@ class StreamGcTest : public GcTest {
 
 // The lifetime rule of fs/gc.h: scale = live records; a user overwrite of a
 // record younger than scale/4 goes hot, other user writes warm; survivors
-// younger than scale go cold, older ones frozen.
+// younger than scale go cold, older ones frozen. Test segments hold 63
+// records of a 64 KiB block.
 TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
   const uint64_t bs = block_size();
   const uint64_t rec = bs + vlog::kRecordHeaderSize;
+  // Segment 1 (warm): old's 8 records and 55 of filler, which dies later.
   const uint64_t old_file = WriteFile("old", Payload(1, 8 * bs));
-  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm), 8 * rec) << "first writes of blocks go warm";
-  const uint64_t big = WriteFile("big", Payload(2, 64 * bs));  // scale: 72 records
-  ASSERT_OK(fs_->Write(big, 0, Payload(3, 4 * bs)));  // replaces records 63 seqs old
-  ASSERT_OK(fs_->Flush(big));
-  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 0u) << "63 seqs old is not young at scale 72";
-  ASSERT_OK(fs_->Write(big, 60 * bs, Payload(4, 4 * bs)));  // these are 7 seqs old
-  ASSERT_OK(fs_->Flush(big));
-  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 4 * rec) << "young records' successors go hot";
-  // Rewrite big twice: old's records age past the scale, big's stay younger.
-  for (uint64_t v = 5; v < 7; v++) {
-    ASSERT_OK(fs_->Write(big, 0, Payload(v, 64 * bs)));
+  const uint64_t filler = WriteFile("filler", Payload(2, 55 * bs));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm), 63 * rec) << "first writes of blocks go warm";
+  // Four full warm segments that never get garbage: the scale is ~331.
+  const uint64_t ballast = WriteFile("ballast", Payload(3, 252 * bs));
+  ASSERT_OK(fs_->Write(filler, 0, Payload(4, bs)));  // replaces a record ~300 seqs old
+  ASSERT_OK(fs_->Flush(filler));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 0u) << "an old record's successor goes warm";
+  const uint64_t big = WriteFile("big", Payload(5, 16 * bs));
+  for (uint64_t v = 6; v < 9; v++) {  // each rewrite replaces records 16 seqs old
+    ASSERT_OK(fs_->Write(big, 0, Payload(v, 16 * bs)));
     ASSERT_OK(fs_->Flush(big));
+    EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 16 * rec) << "young records' successors go hot";
   }
+  ASSERT_OK(fs_->Unlink(kRoot, "filler"));
+  fs_->Forget(filler, 1);
   uint64_t n = 0;
   ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
-  // Only old's 8 records are older than the scale; big's newest records
-  // were appended within the last 64 seqs.
+  // Collected: segment 1 (old's records, ~330 seqs old), the warm segment
+  // of big's first version and filler's rewrite, and the hot one of big's
+  // rewrites (its newest 16 records, under 60 seqs old). The ballast stays.
   EXPECT_EQ(LiveBytes(vlog::Stream::kFrozen), 8 * rec) << "old survivors go frozen";
-  EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u) << "young survivors go cold";
-  EXPECT_EQ(ReadAll(old_file), Payload(1, 8 * bs));
-  EXPECT_EQ(ReadAll(big), Payload(6, 64 * bs));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 16 * rec) << "young survivors go cold";
+  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm), 252 * rec);
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 0u);
+  // A second pass finds nothing to do; once frozen, survivors stay frozen.
+  ASSERT_OK(fs_->Write(old_file, 0, Payload(9, bs)));
+  ASSERT_OK(fs_->Flush(old_file));
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kFrozen), 7 * rec) << "frozen survivors stay frozen";
+  std::string want = Payload(1, 8 * bs);
+  want.replace(0, bs, Payload(9, bs));
+  EXPECT_EQ(ReadAll(old_file), want);
+  EXPECT_EQ(ReadAll(ballast), Payload(3, 252 * bs));
+  EXPECT_EQ(ReadAll(big), Payload(8, 16 * bs));
   ExpectFsckClean();
+}
+
+// A store of format version 1 keeps to the hot and cold streams, which
+// binaries of that version can read.
+TEST_F(StreamGcTest, VersionOneStoreKeepsTwoStreams) {
+  CloseFs();
+  Damage([](kv::MetaStore* meta, kv::Batch* b) {
+    kv::Superblock sb;
+    ASSERT_OK(meta->GetSuperblock(&sb));
+    sb.version = 1;
+    b->Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const uint64_t a = WriteFile("a", Payload(1, 8 * block_size()));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 8 * (block_size() + vlog::kRecordHeaderSize));
+  ASSERT_OK(fs_->Write(a, 0, Payload(2, block_size())));
+  ASSERT_OK(fs_->Flush(a));
+  uint64_t n = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  EXPECT_EQ(LiveBytes(vlog::Stream::kWarm) + LiveBytes(vlog::Stream::kFrozen), 0u);
+  EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u);
 }
 
 class TwoStreamGcTest : public StreamGcTest {

@@ -139,6 +139,14 @@ TEST(Records, SuperblockRoundTrip) {
   empty_uuid.uuid.clear();
   ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(empty_uuid), &back).ok());
   ExpectSuperEq(back, empty_uuid);
+
+  // Every older format version is still read.
+  for (uint32_t v = 1; v < kMetaFormatVersion; v++) {
+    Superblock old = SampleSuper();
+    old.version = v;
+    ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(old), &back).ok()) << v;
+    EXPECT_EQ(back.version, v);
+  }
 }
 
 TEST(Records, SuperblockRejectsTruncatedAndExtended) {

@@ -120,9 +120,9 @@ TEST_F(ValueLogTest, ManyRecordsAcrossRotationsAndStreams) {
   OpenLog(kSegSize, 3000);
   std::mt19937 rng(7);
   std::vector<Written> all;
+  auto stream_of = [](size_t i) { return static_cast<Stream>(i % kNumStreams); };
   for (int i = 0; i < 600; ++i) {
-    Stream s = (i % 3 == 0) ? Stream::kCold : Stream::kHot;
-    all.push_back(Put(s, 100 + i % 17, i, rng() % 2000));
+    all.push_back(Put(stream_of(i), 100 + i % 17, i, rng() % 2000));
     if (i % 50 == 0) ExpectReadable(all[rng() % all.size()]);
   }
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].ptr.seq, all[i].ptr.seq);
@@ -135,16 +135,16 @@ TEST_F(ValueLogTest, ManyRecordsAcrossRotationsAndStreams) {
     EXPECT_LE(info.size, kSegSize) << id;
     if (info.open) ++open_per_stream[static_cast<int>(info.stream)];
   }
-  EXPECT_EQ(open_per_stream[0], 1);
-  EXPECT_EQ(open_per_stream[1], 1);
+  for (int k = 0; k < kNumStreams; k++) EXPECT_EQ(open_per_stream[k], 1) << k;
+  EXPECT_EQ(vlog_->Heads().size(), size_t{kNumStreams});
   // Every record lies in a segment of the stream it was appended to.
   for (size_t i = 0; i < all.size(); ++i) {
-    Stream s = (i % 3 == 0) ? Stream::kCold : Stream::kHot;
-    EXPECT_EQ(segs[all[i].ptr.segment].stream, s) << i;
+    EXPECT_EQ(segs[all[i].ptr.segment].stream, stream_of(i)) << i;
   }
   uint64_t total = 0;
   for (const auto& [id, info] : segs) total += info.size;
   EXPECT_EQ(vlog_->TotalBytes(), total);
+  EXPECT_EQ(vlog_->LiveBytes(), total - segs.size() * kSegmentHeaderSize);
 
   Reopen();
   for (const Written& w : all) ExpectReadable(w);
