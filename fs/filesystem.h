@@ -257,7 +257,6 @@ class Filesystem {
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
   bool SpaceLow();
   Status StartGc();
-  // Stream for a flush of this inode (temperature xattr, GC mode).
   // The stream for a user write of one of in's blocks; prev_seq: seq of the
   // record it replaces, 0 if none.
   vlog::Stream StreamFor(Inode* in, uint64_t prev_seq);

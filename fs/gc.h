@@ -44,7 +44,7 @@ struct GcOptions {
   int streams = 4;               // hotcold only: 4 (by lifetime) or 2 (hot/cold)
   // Bytes of a full-block record (block size + record header): the record
   // size assumed until records have been appended (then their average is).
-  uint64_t record_bytes = (64u << 10) + 48;
+  uint64_t record_bytes = (64u << 10) + vlog::kRecordHeaderSize;
   double interval_sec = 1.0;
   // Lazy on purpose: a hot segment collected early still holds blocks that
   // are about to die, and copying them is the write amplification hot/cold
