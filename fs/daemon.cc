@@ -2,16 +2,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "fs/bdi.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 
@@ -77,27 +78,17 @@ void DetachStdio(const std::string& store) {
 }
 
 // The kernel caps FUSE readahead at the bdi default (128 KiB) whatever
-// max_readahead says; sequential reads then arrive in 128 KiB requests.
-// Raise the mount's bdi read_ahead_kb (root only; best effort).
-void RaiseReadahead(const std::string& mnt, unsigned kb) {
-  std::FILE* f = std::fopen("/proc/self/mountinfo", "r");
-  if (!f) return;
-  char line[4096];
-  std::string dev;
-  while (std::fgets(line, sizeof(line), f)) {
-    unsigned id, parent;
-    char devbuf[64], root[PATH_MAX], point[PATH_MAX];
-    if (std::sscanf(line, "%u %u %63s %4095s %4095s", &id, &parent, devbuf, root, point) == 5 &&
-        mnt == point) {
-      dev = devbuf;  // the last match is the newest mount
-    }
-  }
-  std::fclose(f);
-  if (dev.empty()) return;
-  const std::string path = "/sys/class/bdi/" + dev + "/read_ahead_kb";
-  if (std::FILE* ra = std::fopen(path.c_str(), "w")) {
-    std::fprintf(ra, "%u\n", kb);
-    std::fclose(ra);
+// max_readahead says, and throttles writers once the mount holds 1% of the
+// dirty-page limit (fs/bdi.h). Best effort: without root the kernel's
+// settings stay, which costs speed, not correctness.
+void TuneBdi(const std::string& mountpoint, const MountOptions& o) {
+  std::string dir;
+  Status st = FindMountBdi(mountpoint, &dir);
+  if (st.ok()) st = SetBdiKnob(dir, "read_ahead_kb", 1024);
+  if (st.ok() && o.max_dirty_ratio > 0) st = SetBdiKnob(dir, "max_ratio", o.max_dirty_ratio);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: note: kernel writeback settings of %s kept: %s\n",
+                 mountpoint.c_str(), st.ToString().c_str());
   }
 }
 
@@ -154,6 +145,13 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     std::fprintf(stderr, "sepfs: cannot install signal handlers\n");
     return 1;
   }
+  // Resolved before the mount: afterwards resolving it would ask this daemon,
+  // which does not serve yet, for the root's attributes.
+  std::string real_mountpoint = req.mountpoint;
+  if (char* p = ::realpath(req.mountpoint.c_str(), nullptr)) {
+    real_mountpoint = p;
+    std::free(p);
+  }
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
                  req.store.c_str(), req.mountpoint.c_str());
@@ -167,7 +165,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     fuse_remove_signal_handlers(se.get());
     return 1;
   }
-  RaiseReadahead(req.mountpoint, 1024);
+  TuneBdi(real_mountpoint, req.options);
   pipe->Report(0);
   if (!req.foreground) DetachStdio(req.store);
 

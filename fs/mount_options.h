@@ -21,6 +21,11 @@ struct MountOptions {
   bool default_permissions = true; // nodefault_permissions
   bool read_only = false;          // ro (also passed on)
   unsigned max_write = 1u << 20;   // max_write=BYTES
+  // max_dirty_ratio=PCT: the share of the kernel's dirty-page limit this
+  // mount's page cache may hold (the kernel gives a FUSE mount 1%); 0 keeps
+  // the kernel's setting. At most 50, so the daemon's own writes to the disk
+  // below keep room. Needs root; otherwise the kernel's setting stays.
+  unsigned max_dirty_ratio = 40;
   // Every change to the namespace and attributes goes through this mount,
   // and the kernel invalidates what it changes, so long timeouts are safe.
   double attr_timeout = 60.0;      // attr_timeout=SEC

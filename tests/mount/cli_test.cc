@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -242,7 +243,8 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 // and the store stays usable.
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
-                          "max_write=12", "prefetch_threads=0", "flush_interval=-1"}) {
+                          "max_write=12", "prefetch_threads=0", "flush_interval=-1",
+                          "max_dirty_ratio=51", "max_dirty_ratio=-1"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
     EXPECT_FALSE(r.timed_out) << opt;
     EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
@@ -327,6 +329,33 @@ TEST_F(UnmountedTest, StatsAndHelp) {
     EXPECT_FALSE(r.timed_out);
     EXPECT_NE(r.exit_code, 0) << r.Describe();
   }
+}
+
+// A value of the mount's kernel writeback settings (fs/bdi.h), found from
+// the device number the mount reports, not the way the daemon finds it.
+std::string BdiKnob(const std::string& mnt, const std::string& knob) {
+  struct stat st;
+  if (::stat(mnt.c_str(), &st) != 0) return "stat failed";
+  std::string v = ReadHostFile("/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                               std::to_string(minor(st.st_dev)) + "/" + knob);
+  while (!v.empty() && v.back() == '\n') v.pop_back();
+  return v;
+}
+
+// The kernel gives a FUSE mount 128 KiB readahead and 1% of the dirty-page
+// limit; sepfs raises both, and max_dirty_ratio sets the share.
+TEST_F(UnmountedTest, MountRaisesKernelWritebackLimits) {
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(BdiKnob(mnt(), "read_ahead_kb"), "1024");
+  EXPECT_EQ(BdiKnob(mnt(), "max_ratio"), "40");
+  EXPECT_FALSE(Contains(DaemonLog(), "writeback settings")) << DaemonLog();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  ASSERT_NO_FATAL_FAILURE(Mount({"max_dirty_ratio=25"}));
+  EXPECT_EQ(BdiKnob(mnt(), "max_ratio"), "25");
+  const std::string data = RandomBytes(8 * kMiB, 21);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
 }
 
 TEST_F(UnmountedTest, MountOptions) {
