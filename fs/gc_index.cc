@@ -25,6 +25,11 @@ void FsGcIndex::NoteHold(uint64_t us) {
 }
 
 Status FsGcIndex::IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) {
+  // A flush appends its records, then installs their pointers, holding the
+  // pointer mutex throughout. Asked in between, the index would call a
+  // record that is about to be referenced dead, and the victim (sealed by
+  // that very flush) could be deleted under it: wait for the flush instead.
+  std::lock_guard<std::mutex> l(*ptr_mu_);
   vlog::BlockPtr cur;
   bool present = false;
   SEPFS_RETURN_IF_ERROR(Current(meta_, inode, block, &cur, &present));

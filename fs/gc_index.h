@@ -1,6 +1,7 @@
 // FsGcIndex: the filesystem's side of vlog::GcIndex. Liveness and the
 // pointer compare-and-set go through the metadata LSM under the pointer
-// mutex; Quiesce holds the segment read lock exclusively.
+// mutex (which every writer of pointers holds from its first vLog append to
+// its metadata write); Quiesce holds the segment read lock exclusively.
 #pragma once
 
 #include <atomic>

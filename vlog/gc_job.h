@@ -72,7 +72,9 @@ class GcIndex {
   virtual ~GcIndex() = default;
 
   // *live = the index maps (inode, block) exactly to ptr right now (all of
-  // segment, offset, length and seq equal).
+  // segment, offset, length and seq equal). A record whose pointer is being
+  // installed (appended, not yet referenced) must be waited for, not called
+  // dead: the job deletes the victim once no record of it is live.
   virtual Status IsLive(uint64_t inode, uint64_t block, const BlockPtr& ptr, bool* live) = 0;
 
   // For each relocation whose (inode, block) still maps exactly to `from`,

@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <map>
+#include <shared_mutex>
 #include <thread>
 
+#include "fs/gc_index.h"
 #include "fs_test_util.h"
 
 namespace sepfs::fs::testing {
@@ -52,6 +54,37 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   ExpectFsckClean();
   EXPECT_EQ(ReadAll(InoOf(kRoot, "a")), a2);
   EXPECT_EQ(ReadAll(InoOf(kRoot, "c")), c);
+}
+
+// A flush appends its records (possibly sealing the segment they land in)
+// before it installs their pointers, holding the pointer mutex throughout.
+// Liveness asked in between must wait for the install: answered "dead", GC
+// would delete that segment and the flushed data with it.
+TEST_F(GcTest, LivenessWaitsForPointersBeingInstalled) {
+  kv::MetaStore* meta = fs_->store()->meta();
+  constexpr uint64_t kIno = 1u << 30, kBlock = 3;  // no such file: only the key matters
+  const vlog::BlockPtr fresh{7, 4096, 100, 12345};
+  std::mutex ptr_mu;
+  std::shared_mutex seg_mu;
+  FsGcIndex index(meta, /*journal=*/nullptr, &ptr_mu, &seg_mu);
+  std::unique_lock<std::mutex> installing(ptr_mu);
+  std::atomic<int> answer{-1};
+  std::thread gc([&] {
+    bool live = false;
+    EXPECT_OK(index.IsLive(kIno, kBlock, fresh, &live));
+    answer = live ? 1 : 0;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(answer.load(), -1) << "liveness answered while a pointer install was in progress";
+  kv::Batch b;
+  b.PutBlock(kIno, kBlock, fresh);
+  ASSERT_OK(meta->Write(&b, false));
+  installing.unlock();
+  gc.join();
+  EXPECT_EQ(answer.load(), 1);
+  kv::Batch undo;
+  undo.DeleteBlock(kIno, kBlock);
+  ASSERT_OK(meta->Write(&undo, false));
 }
 
 TEST_F(GcTest, UserWritesRacingWithGcAlwaysWin) {
