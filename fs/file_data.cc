@@ -193,6 +193,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   kv::Batch batch;
   kv::InodeRecord r = in->rec;
   std::vector<vlog::BlockPtr> added, released;
+  std::vector<uint64_t> added_blocks;
   Status st;
   for (const auto& [b, data] : in->dirty) {
     vlog::BlockPtr p;
@@ -206,6 +207,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     if (!st.ok()) break;
     batch.PutBlock(ino, b, p);
     added.push_back(p);
+    added_blocks.push_back(b);
     if (o != old.end()) {
       released.push_back(o->second);
       r.blocks -= std::min(r.blocks, SectorsOf(o->second.length));
@@ -219,9 +221,18 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     st = Status::IOError("vlog: buffered records were dropped by a failed write");
   }
   LiveJournal::Entry entry;
-  if (st.ok()) {
+  if (!st.ok()) {
+    // Never referenced: the records are garbage at once (those a failed
+    // buffer write dropped were taken back by the vlog already).
+    for (size_t i = 0; i < added.size(); i++) {
+      if (vlog_->Probe(added[i], ino, added_blocks[i]).ok()) vlog_->Release(added[i]);
+    }
+  } else {
     batch.PutInode(r);
     entry = journal_->Note(&batch, added, released, {&ino, 1});
+    // A failed write may still reach LevelDB's log and be replayed at the
+    // next open, so its records stay counted live: at worst a leak of
+    // accounting, never a pointer to a freed record.
     st = meta_->Write(&batch, sync);
   }
   if (!st.ok()) {

@@ -240,6 +240,23 @@ TEST_F(ErrorTest, VlogSyncEioReachesFsync) {
   }
 }
 
+// A flush whose records reached the segment file but whose sync failed
+// never references them: they count as garbage at once, or GC would never
+// see that space as reclaimable.
+TEST_F(ErrorTest, RecordsOfAFailedFlushAreGarbage) {
+  const std::string a = Payload(12, 7000);
+  DurableFile("a", a);
+  const uint64_t ib = CreateOpen(kRoot, "b");
+  const uint64_t live = fs_->store()->vlog()->LiveBytes();
+  ASSERT_OK(fs_->Write(ib, 0, Payload(13, 7000)));
+  model().FailNth(FaultOp::kSync, FaultScope::kVlog, 1, EIO);
+  EXPECT_ERRNO(fs_->Fsync(ib, true), EIO);
+  EXPECT_OK(fs_->Release(ib));
+  EXPECT_EQ(fs_->store()->vlog()->LiveBytes(), live);
+  CloseFsckReopen();
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
+}
+
 // Every vLog write of a long workload fails once in turn: each failure is
 // reported to the caller and the store stays consistent.
 TEST_F(ErrorTest, EveryVlogWriteFailsOnce) {
