@@ -65,10 +65,25 @@ fuse_entry_param Entry(fuse_req_t req, const kv::InodeRecord& r) {
   return e;
 }
 
+// A reply that failed handed nothing to the kernel (its caller was
+// interrupted): take back the lookup and the open it carried, which the
+// kernel will never forget or release. libfuse frees req with every reply,
+// failed or not, so this takes the Filesystem, never the request.
+void TakeBack(Filesystem* fs, uint64_t ino, bool lookup, bool open) noexcept {
+  try {
+    if (open) (void)fs->Release(ino);
+    if (lookup) fs->Forget(ino, 1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sepfs: undoing an undelivered reply for inode %llu: %s\n",
+                 static_cast<unsigned long long>(ino), e.what());
+  }
+}
+
 void ReplyEntry(fuse_req_t req, const Status& st, const kv::InodeRecord& r) {
   if (!st.ok()) return ReplyErr(req, st);
+  Filesystem* fs = Fs(req);
   fuse_entry_param e = Entry(req, r);
-  fuse_reply_entry(req, &e);
+  if (fuse_reply_entry(req, &e) != 0) TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/false);
 }
 
 Caller CallerOf(fuse_req_t req) {
@@ -249,13 +264,14 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
       Status st = Fs(req)->SetAttr(ino, s, &r);
       if (!st.ok()) return ReplyErr(req, st);
     }
-    Status st = Fs(req)->OpenFile(ino);
+    Filesystem* fs = Fs(req);
+    Status st = fs->OpenFile(ino);
     if (!st.ok()) return ReplyErr(req, st);
     SetOpenFlags(req, fi);
     auto fh = std::make_unique<FileHandle>();
     fi->fh = reinterpret_cast<uint64_t>(fh.get());
     if (fuse_reply_open(req, fi) != 0) {
-      (void)Fs(req)->Release(ino);
+      TakeBack(fs, ino, /*lookup=*/false, /*open=*/true);
     } else {
       fh.release();  // freed by OpRelease
     }
@@ -265,16 +281,21 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               struct fuse_file_info* fi) {
   Guard(req, [&] {
+    Filesystem* fs = Fs(req);
     kv::InodeRecord r;
-    Status st = Fs(req)->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
-    if (st.ok()) st = Fs(req)->OpenFile(r.ino);
+    Status st = fs->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
     if (!st.ok()) return ReplyErr(req, st);
+    st = fs->OpenFile(r.ino);
+    if (!st.ok()) {
+      ReplyErr(req, st);
+      return TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/false);
+    }
     SetOpenFlags(req, fi);
     fuse_entry_param e = Entry(req, r);
     auto fh = std::make_unique<FileHandle>();
     fi->fh = reinterpret_cast<uint64_t>(fh.get());
     if (fuse_reply_create(req, &e, fi) != 0) {
-      (void)Fs(req)->Release(r.ino);
+      TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/true);
     } else {
       fh.release();  // freed by OpRelease
     }
@@ -396,19 +417,30 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
       used += need;
       return true;
     };
+    // Entries listed with attributes each carry a lookup (ReadDirPlus).
+    std::vector<uint64_t> looked_up;
+    Filesystem* fs = Fs(req);
     if (plus) {
       size_t index = start;
-      Status st = Fs(req)->ReadDirPlus(
+      Status st = fs->ReadDirPlus(
           h->entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
-            return add(e, r, index++);
+            if (!add(e, r, index++)) return false;
+            if (e.name != "." && e.name != ".." && r.ino != 0) looked_up.push_back(r.ino);
+            return true;
           });
-      if (!st.ok()) return ReplyErr(req, st);
+      if (!st.ok()) {
+        ReplyErr(req, st);
+        for (uint64_t i : looked_up) TakeBack(fs, i, /*lookup=*/true, /*open=*/false);
+        return;
+      }
     } else {
       for (size_t i = start; i < h->entries.size(); i++) {
         if (!add(h->entries[i], kv::InodeRecord{}, i)) break;
       }
     }
-    fuse_reply_buf(req, buf.data(), used);
+    if (fuse_reply_buf(req, buf.data(), used) != 0) {
+      for (uint64_t i : looked_up) TakeBack(fs, i, /*lookup=*/true, /*open=*/false);
+    }
   });
 }
 
