@@ -159,6 +159,7 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
     rr[i].inode = q.inode;
     rr[i].block = q.block;
     rr[i].buf = bufs[i]->data();
+    rr[i].quiet = true;  // a failure only means no prefetch: the reader reports it
   }
   (void)vlog_->ReadMany(rr);  // per-request statuses below
   // Cached before the jobs are marked done: a reader that finds neither a

@@ -105,7 +105,8 @@ class ValueLog::Impl {
   Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
   // The raw record bytes at ptr, from the file or the append buffer.
   Status Fetch(Segment& seg, const BlockPtr& ptr, char* raw);
-  Status ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
+  Status ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf,
+                 bool quiet = false);
   Status CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw,
                       char* buf);
   // Logs and counts a failed verification; returns st.
@@ -462,11 +463,11 @@ Status ValueLog::Impl::CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_
 }
 
 Status ValueLog::Impl::ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode,
-                               uint64_t block, char* buf) {
+                               uint64_t block, char* buf, bool quiet) {
   auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
   Status st = Fetch(seg, ptr, raw.get());
   if (st.ok()) st = CheckAndCopy(ptr, inode, block, raw.get(), buf);
-  return Report(std::move(st));
+  return quiet ? st : Report(std::move(st));
 }
 
 Status ValueLog::Impl::Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf) {
@@ -492,7 +493,7 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
     reqs[i].status = Locate(reqs[i].ptr, &segs[i]);
     if (reqs[i].status.ok()) {
       order.push_back(i);
-    } else {
+    } else if (!reqs[i].quiet) {
       reqs[i].status = Report(std::move(reqs[i].status));
     }
   }
@@ -523,7 +524,7 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
     if (j - i == 1) {
       for (size_t k = i; k < j; ++k) {
         ReadRequest& r = reqs[order[k]];
-        r.status = ReadOne(seg, r.ptr, r.inode, r.block, r.buf);
+        r.status = ReadOne(seg, r.ptr, r.inode, r.block, r.buf, r.quiet);
       }
     } else {
       scratch.resize(end - start);
@@ -533,7 +534,7 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
         r.status = st.ok() ? CheckAndCopy(r.ptr, r.inode, r.block,
                                           scratch.data() + (r.ptr.offset - start), r.buf)
                            : st;
-        r.status = Report(std::move(r.status));
+        if (!r.quiet) r.status = Report(std::move(r.status));
       }
     }
     i = j;

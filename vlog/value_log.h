@@ -95,6 +95,9 @@ struct ReadRequest {
   uint64_t block = 0;  // expected block number
   char* buf = nullptr; // receives ptr.length bytes
   Status status;       // per-request result
+  // A hint's read (prefetch), whose pointer may have gone stale since it was
+  // looked up: a failure is returned but neither logged nor counted.
+  bool quiet = false;
 };
 
 // Callback of ScanSegment: a record at `ptr` with its header and data. A

@@ -279,6 +279,24 @@ TEST_F(PrefetcherTest, WaiterOnFailedPrefetchRetriesAndReportsEio) {
   EXPECT_FALSE(cache_->Contains(rs[0].ptr, rs[0].inode, rs[0].block));
 }
 
+// A prefetch follows a pointer that may have gone stale (GC freed its
+// segment after the lookup): its failure is no evidence of damage, so only
+// the foreground read of a bad record is logged and counted.
+TEST_F(PrefetcherTest, FailedPrefetchIsNotCountedAsCorruption) {
+  Start();
+  std::vector<Rec> rs = Write(13, 2);
+  FlipByte(rs[0].ptr, kRecordHeaderSize + 5);  // bad checksum
+  Rec gone = rs[1];
+  gone.ptr.segment += 100;  // no such segment
+  ASSERT_EQ(pf_->Prefetch(Reqs({rs[0], gone})), 2u);
+  WaitIdle();
+  EXPECT_EQ(pf_->stats().failed, 2u);
+  EXPECT_EQ(vlog_->stats().checksum_errors, 0u);
+  std::vector<std::string> bufs;
+  EXPECT_EQ(ReadAll({rs[0]}, &bufs).err(), EIO);
+  EXPECT_EQ(vlog_->stats().checksum_errors, 1u);
+}
+
 TEST_F(PrefetcherTest, StalePointerNeverServedFromCache) {
   Start();
   std::vector<Rec> rs = Write(11, 1);
