@@ -386,6 +386,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   if (!symlink.empty()) b.Put(kv::SymlinkKey(child.ino), symlink);
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
+  ns_gen_++;  // entries changed: listings taken before are stale
   parent->rec = p;
 
   auto in = std::make_shared<Inode>(child);
@@ -448,6 +449,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   b.PutInode(r);
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+  ns_gen_++;  // entries changed: listings taken before are stale
   in->rec = r;
   parent->rec = p;
   in->attr_dirty = false;
@@ -505,6 +507,7 @@ Status Filesystem::RemoveEntry(uint64_t parent_ino, std::string_view name, bool 
     p.mtime = p.ctime = now;
     b.PutInode(p);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+    ns_gen_++;  // entries changed: listings taken before are stale
     parent->rec = p;
     victim->rec.nlink = r.nlink;
     victim->rec.ctime = r.ctime;
@@ -597,6 +600,7 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     b.PutInode(p);
     if (parent != new_parent) b.PutInode(np);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
+    ns_gen_++;  // entries changed: listings taken before are stale
     parent->rec = p;
     if (parent != new_parent) new_parent->rec = np;
     src->rec.ctime = s.ctime;
@@ -619,8 +623,9 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
   return Status::OK();
 }
 
-Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out) {
+Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen) {
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  if (gen != nullptr) *gen = ns_gen_.load();
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   uint64_t parent;
@@ -649,9 +654,14 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out) {
 }
 
 Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t start,
-                               const DirPlusFn& fill) {
+                               const DirPlusFn& fill, std::optional<uint64_t> listed_gen) {
   constexpr size_t kWindow = 256;
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  // A listing taken before a namespace change may name entries that are
+  // gone or moved: attributes for them would make the kernel bind the name
+  // to that inode. Then each name is checked against the directory.
+  const bool recheck = !listed_gen || *listed_gen != ns_gen_.load();
+  const uint64_t dir = !entries.empty() && entries[0].name == "." ? entries[0].ino : 0;
   for (size_t base = start; base < entries.size(); base += kWindow) {
     const size_t end = std::min(entries.size(), base + kWindow);
     // Attributes of entries not in the table come from one forward scan
@@ -659,10 +669,19 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
     std::vector<kv::InodeRecord> recs(end - base);
     std::vector<InodeRef> cached(end - base);
     std::vector<size_t> missing;
+    std::vector<bool> stale(end - base, false);  // reported without attributes
+    for (size_t i = base; i < end && recheck; i++) {
+      if (entries[i].name == "." || entries[i].name == "..") continue;
+      kv::DirEntry now;
+      const Status st = dir == 0 ? Status::NotFound("listing without \".\"")
+                                 : meta_->GetDentry(dir, entries[i].name, &now);
+      if (!st.ok() && !st.IsNotFound()) return st;
+      stale[i - base] = !st.ok() || now.ino != entries[i].ino;
+    }
     {
       std::lock_guard<std::mutex> l(table_mu_);
       for (size_t i = base; i < end; i++) {
-        if (entries[i].name == "." || entries[i].name == "..") continue;
+        if (entries[i].name == "." || entries[i].name == ".." || stale[i - base]) continue;
         auto it = table_.find(entries[i].ino);
         if (it != table_.end()) {
           cached[i - base] = it->second;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -142,15 +143,19 @@ class Filesystem {
                 std::string_view new_name, unsigned flags);
 
   // Directory listing: "." and ".." first, then entries in key order.
-  Status ListDir(uint64_t ino, std::vector<DirListEntry>* out);
+  // *gen (optional) receives the namespace generation the listing belongs to.
+  Status ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen = nullptr);
   // readdirplus: calls fill(entry, attributes) for entries[start...] in
   // order until it returns false. Every entry accepted by fill, except "."
   // and "..", gets one kernel reference. Attributes of entries not in
   // memory come from one forward scan over their clustered inode keys.
   // An entry removed meanwhile is passed with attributes whose ino is 0.
   using DirPlusFn = std::function<bool(const DirListEntry&, const kv::InodeRecord&)>;
+  // An entry whose name no longer names its inode (the namespace changed
+  // since the listing's generation; without one every name is checked) is
+  // passed with ino 0 and gets no reference.
   Status ReadDirPlus(const std::vector<DirListEntry>& entries, size_t start,
-                     const DirPlusFn& fill);
+                     const DirPlusFn& fill, std::optional<uint64_t> listed_gen = std::nullopt);
 
   // Files.
   Status OpenFile(uint64_t ino);
@@ -282,6 +287,8 @@ class Filesystem {
   std::unordered_map<uint64_t, InodeRef> table_;
 
   std::atomic<uint64_t> dirty_total_{0};
+  // Bumped (under ns_mu_ exclusive) by every change of directory entries.
+  std::atomic<uint64_t> ns_gen_{0};
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;

@@ -362,6 +362,7 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
 // offsets stay stable while the directory changes.
 struct DirHandle {
   std::vector<DirListEntry> entries;
+  uint64_t gen = 0;  // namespace generation of the listing
   bool loaded = false;
 };
 
@@ -384,7 +385,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   Guard(req, [&] {
     DirHandle* h = Handle(fi);
     if (!h->loaded || off == 0) {
-      Status st = Fs(req)->ListDir(ino, &h->entries);
+      Status st = Fs(req)->ListDir(ino, &h->entries, &h->gen);
       if (!st.ok()) return ReplyErr(req, st);
       h->loaded = true;
       Fs(req)->DirListed(ino, h->entries);
@@ -427,7 +428,8 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             if (!add(e, r, index++)) return false;
             if (e.name != "." && e.name != ".." && r.ino != 0) looked_up.push_back(r.ino);
             return true;
-          });
+          },
+          h->gen);
       if (!st.ok()) {
         ReplyErr(req, st);
         for (uint64_t i : looked_up) TakeBack(fs, i, /*lookup=*/true, /*open=*/false);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -649,6 +650,40 @@ TEST_F(NamespaceTest, ReadDirPlusOfRemovedEntry) {
     return true;
   }));
   EXPECT_EQ(calls, 1);
+}
+
+// A listing taken before a rename, or before the unlink of a file that is
+// still open (so its inode is still cached), names entries that no longer
+// name those inodes: they get no attributes and no reference, or the kernel
+// would bind the old name to the inode.
+TEST_F(NamespaceTest, ReadDirPlusOfAListingOlderThanARenameOrUnlink) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t a = Create(d, "a"), b = Create(d, "b"), c = Create(d, "c");
+  ASSERT_OK(fs_->OpenFile(b));
+  std::vector<DirListEntry> list;
+  uint64_t gen = 0;
+  ASSERT_OK(fs_->ListDir(d, &list, &gen));
+  ASSERT_OK(fs_->Rename(d, "a", d, "z", 0));
+  ASSERT_OK(fs_->Unlink(d, "b"));
+  std::map<std::string, uint64_t> got;
+  auto collect = [&](const DirListEntry& e, const kv::InodeRecord& r) {
+    got[e.name] = r.ino;
+    return true;
+  };
+  ASSERT_OK(fs_->ReadDirPlus(list, 2, collect, gen));
+  EXPECT_EQ(got, (std::map<std::string, uint64_t>{{"a", 0}, {"b", 0}, {"c", c}}));
+  // A listing of the current namespace is used as it is.
+  ASSERT_OK(fs_->ListDir(d, &list, &gen));
+  got.clear();
+  ASSERT_OK(fs_->ReadDirPlus(list, 2, collect, gen));
+  EXPECT_EQ(got, (std::map<std::string, uint64_t>{{"c", c}, {"z", a}}));
+  ASSERT_OK(fs_->Release(b));
+  fs_->Forget(a, 2);
+  fs_->Forget(b, 1);
+  fs_->Forget(c, 3);
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->GetAttr(b, &r), ENOENT);  // no stray reference kept it
+  ExpectFsckClean();
 }
 
 TEST_F(NamespaceTest, ManyEntriesListAndReadDirPlusWindows) {
