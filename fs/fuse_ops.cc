@@ -478,6 +478,11 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
 void OpSetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                 int flags) {
   Guard(req, [&] {
+    // The kernel only asks for write permission on the root for this name.
+    if (ino == Filesystem::kRootIno && std::string_view(name) == "sepfs.gc" &&
+        fuse_req_ctx(req)->uid != 0) {
+      return ReplyErr(req, Status::FromErrno(EPERM, "sepfs.gc: root only"));
+    }
     ReplyErr(req, Fs(req)->SetXattr(ino, name, std::string_view(value, size), flags));
   });
 }
@@ -505,6 +510,20 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   Guard(req, [&] {
     std::string names;
     Status st = Fs(req)->ListXattr(ino, &names);
+    if (st.ok() && fuse_req_ctx(req)->uid != 0) {
+      // As ext4: trusted.* names are listed to privileged callers only.
+      std::string shown;
+      for (size_t at = 0; at < names.size();) {
+        const size_t end = names.find('\0', at);
+        const std::string_view n(names.data() + at, (end == std::string::npos ? names.size() : end) - at);
+        if (!n.starts_with("trusted.")) {
+          shown.append(n);
+          shown.push_back('\0');
+        }
+        at = end == std::string::npos ? names.size() : end + 1;
+      }
+      names.swap(shown);
+    }
     ReplyXattr(req, st, names, size);
   });
 }

@@ -28,6 +28,11 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
+  // Stored ACLs would be shown by getfacl but never enforced (sepfs does not
+  // negotiate FUSE_POSIX_ACL): refuse them as a file system without ACLs does.
+  if (name.starts_with("system.posix_acl_")) {
+    return Status::FromErrno(EOPNOTSUPP, "POSIX ACLs are not supported");
+  }
   if (ino == kRootIno && name == kGcXattr) return RunGc(/*force=*/true, nullptr, nullptr);
   const bool temperature = name == kTemperatureXattr;
   if (temperature && value != "hot" && value != "cold") {

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -850,6 +851,54 @@ class PermissionTest : public MountFixture {
     ASSERT_SYS_OK(::chmod(mnt().c_str(), 0755));
   }
 };
+
+// Extended attributes as ext4 handles privilege: trusted.* names are listed
+// to root only; the sepfs.gc control name on the root is root only even when
+// the root is writable; POSIX ACLs, which sepfs cannot enforce, are refused
+// rather than stored and ignored.
+TEST_F(PermissionTest, XattrPrivileges) {
+  const std::string f = P("f");
+  ASSERT_NO_FATAL_FAILURE(WriteFile(f, "x", 0666));
+  ASSERT_SYS_OK(::setxattr(f.c_str(), "user.u", "1", 1, 0));
+  ASSERT_SYS_OK(::setxattr(f.c_str(), "trusted.t", "2", 1, 0));
+  EXPECT_EQ(ListXattrNames(f), (std::set<std::string>{"user.u", "trusted.t"}));
+  EXPECT_EQ(RunAs(kNobody, kNogroup,
+                  [&] {
+                    char buf[256];
+                    const ssize_t n = ::listxattr(f.c_str(), buf, sizeof(buf));
+                    if (n < 0) return errno;
+                    return std::string(buf, n) == std::string("user.u\0", 7) ? 0 : 200;
+                  }),
+            0)
+      << "a user must see user.u only (200: other names listed)";
+
+  ASSERT_SYS_OK(::chmod(mnt().c_str(), 0777));
+  EXPECT_EQ(RunAs(kNobody, kNogroup,
+                  [&] { return Errno(::setxattr(mnt().c_str(), "sepfs.gc", "1", 1, 0)); }),
+            EPERM);
+  EXPECT_SYS_OK(::setxattr(mnt().c_str(), "sepfs.gc", "1", 1, 0));
+
+  // user::rw- user:65534:r-- group::r-- mask::r-- other::r-- (version 2).
+  std::string acl;
+  auto put = [&acl](uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) acl.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(2, 4);
+  for (auto [tag, perm, id] : std::vector<std::tuple<uint32_t, uint32_t, uint32_t>>{
+           {0x01, 6, 0xffffffff}, {0x02, 4, kNobody}, {0x04, 4, 0xffffffff},
+           {0x10, 4, 0xffffffff}, {0x20, 4, 0xffffffff}}) {
+    put(tag, 2);
+    put(perm, 2);
+    put(id, 4);
+  }
+  const mode_t mode = Lstat(f).st_mode;
+  EXPECT_ERRNO(::setxattr(f.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0),
+               EOPNOTSUPP);
+  EXPECT_ERRNO(::setxattr(P("").c_str(), "system.posix_acl_default", acl.data(), acl.size(), 0),
+               EOPNOTSUPP);
+  EXPECT_EQ(Lstat(f).st_mode, mode);
+  EXPECT_EQ(ListXattrNames(f), (std::set<std::string>{"user.u", "trusted.t"}));
+}
 
 TEST_F(PermissionTest, NonRootUserIsChecked) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("secret"), "s", 0600));
