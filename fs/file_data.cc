@@ -334,25 +334,13 @@ void Filesystem::FlusherLoop() {
 
 Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
                                   std::vector<vlog::BlockPtr>* added,
-                                  std::vector<vlog::BlockPtr>* released) {
+                                  std::vector<vlog::BlockPtr>* released, bool* rewrote_last) {
+  *rewrote_last = false;
   const uint64_t bs = block_size_;
   if (size < in->rec.size) {
     const uint64_t keep = (size + bs - 1) / bs;  // blocks [0, keep) survive
-    for (auto it = in->dirty.lower_bound(keep); it != in->dirty.end();) {
-      in->dirty_bytes -= it->second.size();
-      dirty_total_ -= it->second.size();
-      it = in->dirty.erase(it);
-    }
     if (size % bs) {
       const uint64_t last = size / bs, tail = size % bs;
-      auto d = in->dirty.find(last);
-      if (d != in->dirty.end()) {
-        if (d->second.size() > tail) {
-          in->dirty_bytes -= d->second.size() - tail;
-          dirty_total_ -= d->second.size() - tail;
-          d->second.resize(tail);
-        }
-      }
       // A flushed record longer than the new size is rewritten shortened in
       // this same batch: left in place, its cut bytes would come back if the
       // file grew again and the daemon died before the next flush.
@@ -362,8 +350,9 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
       if (!st.ok() && !st.IsNotFound()) return st;
       if (st.ok() && kv::DecodeBlockValue(raw, &old).ok() && old.length > tail) {
         std::string buf;
+        auto d = in->dirty.find(last);
         if (d != in->dirty.end()) {
-          buf = d->second;
+          buf = d->second.substr(0, std::min<size_t>(d->second.size(), tail));
         } else {
           SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
           if (buf.size() > tail) buf.resize(tail);
@@ -371,20 +360,20 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
         const uint64_t drops = vlog_->DropCount();
         vlog::BlockPtr np;
         SEPFS_RETURN_IF_ERROR(vlog_->Append(StreamFor(in, old.seq), in->ino, last, buf, &np));
-        SEPFS_RETURN_IF_ERROR(vlog_->Flush());
-        if (vlog_->DropCount() != drops) {
-          return Status::IOError("vlog: buffered records were dropped by a failed write");
+        st = vlog_->Flush();
+        if (st.ok() && vlog_->DropCount() != drops) {
+          st = Status::IOError("vlog: buffered records were dropped by a failed write");
+        }
+        if (!st.ok()) {
+          if (vlog_->Probe(np, in->ino, last).ok()) vlog_->Release(np);  // never referenced
+          return st;
         }
         b->PutBlock(in->ino, last, np);
         added->push_back(np);
         released->push_back(old);
         in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(old.length));
         in->rec.blocks += SectorsOf(np.length);
-        if (d != in->dirty.end()) {
-          in->dirty_bytes -= d->second.size();
-          dirty_total_ -= d->second.size();
-          in->dirty.erase(d);
-        }
+        *rewrote_last = true;
       }
     }
     Status decode;
@@ -402,6 +391,27 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
   }
   in->rec.size = size;
   return Status::OK();
+}
+
+void Filesystem::TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last) {
+  const uint64_t bs = block_size_;
+  const uint64_t keep = (size + bs - 1) / bs;
+  auto drop = [&](std::map<uint64_t, std::string>::iterator it) {
+    in->dirty_bytes -= it->second.size();
+    dirty_total_ -= it->second.size();
+    return in->dirty.erase(it);
+  };
+  for (auto it = in->dirty.lower_bound(keep); it != in->dirty.end();) it = drop(it);
+  if (size % bs == 0) return;
+  auto d = in->dirty.find(size / bs);
+  if (d == in->dirty.end()) return;
+  if (rewrote_last) {
+    drop(d);  // its bytes are in the rewritten record
+  } else if (d->second.size() > size % bs) {
+    in->dirty_bytes -= d->second.size() - size % bs;
+    dirty_total_ -= d->second.size() - size % bs;
+    d->second.resize(size % bs);
+  }
 }
 
 Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {

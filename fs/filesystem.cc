@@ -312,8 +312,9 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_mode) r.mode = (r.mode & S_IFMT) | (req.mode & 07777);
   if (req.set_uid) r.uid = req.uid;
   if (req.set_gid) r.gid = req.gid;
+  bool rewrote_last = false;
   if (req.set_size) {
-    Status st = TruncateLocked(in.get(), req.size, &b, &added, &released);
+    Status st = TruncateLocked(in.get(), req.size, &b, &added, &released, &rewrote_last);
     if (!st.ok()) {
       r = saved;
       return st;
@@ -334,6 +335,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     return st;
   }
   journal_->Commit(e);
+  if (req.set_size && req.size < saved.size) TrimDirtyLocked(in.get(), req.size, rewrote_last);
   in->attr_dirty = false;
   for (const auto& p : released) vlog_->Release(p);
   *out = AttrLocked(in.get());

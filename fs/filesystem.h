@@ -254,9 +254,16 @@ class Filesystem {
   Status FlushLocked(Inode* in, bool sync);
   // st, or else the inode's pending write error (cleared either way).
   Status TakeWriteError(Inode* in, Status st);
+  // Adds the pointer changes of truncating to `size` to *b and sets the
+  // size in in->rec; leaves in->dirty alone, so that a failure (here or in
+  // the batch write) loses no written data: once *b is written, the caller
+  // trims the dirty blocks with TrimDirtyLocked.
   Status TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
                         std::vector<vlog::BlockPtr>* added,
-                        std::vector<vlog::BlockPtr>* released);
+                        std::vector<vlog::BlockPtr>* released, bool* rewrote_last);
+  // Drops dirty bytes past `size`; rewrote_last: the block holding `size`
+  // was rewritten from its dirty copy, which is dropped whole.
+  void TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
   Status HaveSpace(uint64_t bytes);
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded

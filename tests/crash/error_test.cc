@@ -257,6 +257,39 @@ TEST_F(ErrorTest, RecordsOfAFailedFlushAreGarbage) {
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
 }
 
+// A truncate that fails (rewriting the shortened last block hits ENOSPC)
+// changes nothing: data written but not yet flushed stays readable and
+// reaches the disk at the next fsync.
+TEST_F(ErrorTest, FailedTruncateKeepsUnflushedData) {
+  const uint64_t ino = CreateOpen(kRoot, "f");
+  const std::string flushed = Payload(20, 3 * 4096 + 100);
+  ASSERT_OK(fs_->Write(ino, 0, flushed));
+  ASSERT_OK(fs_->Fsync(ino, false));
+  const std::string more = Payload(21, 5000);
+  ASSERT_OK(fs_->Write(ino, flushed.size(), more));  // dirty only
+  model().FailNth(FaultOp::kWrite, FaultScope::kVlog, 1, ENOSPC);
+  fs::SetAttrRequest s;
+  s.set_size = true;
+  s.size = 4096 + 10;  // cuts the flushed block 1, which is rewritten
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->SetAttr(ino, s, &r), ENOSPC);
+  EXPECT_EQ(model().injected(), 1u);
+  model().ClearFailures();
+  EXPECT_EQ(ReadOk(ino), flushed + more);
+  ASSERT_OK(fs_->Fsync(ino, false));
+  EXPECT_OK(fs_->Release(ino));
+  CloseFsckReopen();
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed + more);
+  // The same truncate, now without a fault, still works.
+  const uint64_t f = InoOf(kRoot, "f");
+  ASSERT_OK(fs_->OpenFile(f));
+  ASSERT_OK(fs_->SetAttr(f, s, &r));
+  EXPECT_EQ(ReadOk(f), flushed.substr(0, 4096 + 10));
+  EXPECT_OK(fs_->Release(f));
+  CloseFsckReopen();
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed.substr(0, 4096 + 10));
+}
+
 // Every vLog write of a long workload fails once in turn: each failure is
 // reported to the caller and the store stays consistent.
 TEST_F(ErrorTest, EveryVlogWriteFailsOnce) {
