@@ -159,11 +159,15 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, bool
 Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (in->dead) return Status::OK();
   if (in->dirty.empty() && !in->attr_dirty) {
-    return sync ? vlog_->Sync() : Status::OK();
+    return sync ? vlog_->Sync(vlog::kNoStreams) : Status::OK();  // its records were written
   }
   std::lock_guard<std::mutex> pl(ptr_mu_);
   const uint64_t ino = in->ino;
-  const uint64_t drops = vlog_->DropCount();
+  // Drop counts per stream: only the streams this flush appends to matter.
+  uint64_t drops_before[vlog::kNumStreams];
+  for (int i = 0; i < vlog::kNumStreams; ++i) {
+    drops_before[i] = vlog_->DropCount(vlog::MaskOf(static_cast<vlog::Stream>(i)));
+  }
   // Old pointers of the dirty blocks: one range scan when they are dense.
   std::map<uint64_t, vlog::BlockPtr> old;
   auto note_old = [&](std::string_view key, std::string_view value) {
@@ -194,6 +198,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   kv::InodeRecord r = in->rec;
   std::vector<vlog::BlockPtr> added, released;
   std::vector<uint64_t> added_blocks;
+  vlog::StreamMask used = 0;
   Status st;
   for (const auto& [b, data] : in->dirty) {
     vlog::BlockPtr p;
@@ -203,6 +208,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
     auto o = old.find(b);
     const vlog::Stream stream = StreamFor(in, o != old.end() ? o->second.seq : 0);
+    used |= vlog::MaskOf(stream);
     st = vlog_->Append(stream, ino, b, std::string_view(data.data(), len), &p);
     if (!st.ok()) break;
     batch.PutBlock(ino, b, p);
@@ -214,10 +220,14 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     }
     r.blocks += SectorsOf(len);
   }
-  if (st.ok()) st = sync ? vlog_->Sync() : vlog_->Flush();
-  // A concurrent failed flush (e.g. of the GC's copies) may have dropped our
+  if (st.ok()) st = sync ? vlog_->Sync(used) : vlog_->Flush(used);
+  // A concurrent failed flush of one of our streams may have dropped our
   // buffered records too; never install pointers that may dangle.
-  if (st.ok() && vlog_->DropCount() != drops) {
+  uint64_t drops = 0;
+  for (int i = 0; i < vlog::kNumStreams; ++i) {
+    if (used & (1u << i)) drops += drops_before[i];
+  }
+  if (st.ok() && vlog_->DropCount(used) != drops) {
     st = Status::IOError("vlog: buffered records were dropped by a failed write");
   }
   LiveJournal::Entry entry;
@@ -357,11 +367,12 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
           if (buf.size() > tail) buf.resize(tail);
         }
-        const uint64_t drops = vlog_->DropCount();
+        const vlog::Stream stream = StreamFor(in, old.seq);
+        const uint64_t drops = vlog_->DropCount(vlog::MaskOf(stream));
         vlog::BlockPtr np;
-        SEPFS_RETURN_IF_ERROR(vlog_->Append(StreamFor(in, old.seq), in->ino, last, buf, &np));
-        st = vlog_->Flush();
-        if (st.ok() && vlog_->DropCount() != drops) {
+        SEPFS_RETURN_IF_ERROR(vlog_->Append(stream, in->ino, last, buf, &np));
+        st = vlog_->Flush(vlog::MaskOf(stream));
+        if (st.ok() && vlog_->DropCount(vlog::MaskOf(stream)) != drops) {
           st = Status::IOError("vlog: buffered records were dropped by a failed write");
         }
         if (!st.ok()) {

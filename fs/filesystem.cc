@@ -28,7 +28,7 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
-  fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(); });
+  fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
 
   uint64_t clean = 0;
@@ -770,7 +770,7 @@ Status Filesystem::FsyncDir(uint64_t ino) {
   (void)ino;
   // A synced LevelDB write makes every earlier batch durable, including
   // pointers to records that were only written: sync those records first.
-  SEPFS_RETURN_IF_ERROR(vlog_->Sync());
+  SEPFS_RETURN_IF_ERROR(vlog_->Sync(vlog::kNoStreams));
   return meta_->Sync();
 }
 

@@ -52,7 +52,7 @@ class ValueLog::Impl {
   Impl(const Options& options, std::string dir)
       : opt_(options), env_(options.env ? options.env : Env::Default()), dir_(std::move(dir)) {}
   ~Impl() {
-    Status st = Flush();
+    Status st = Flush(kAllStreams);
     if (!st.ok()) Log("flush at close failed: " + st.ToString());
   }
 
@@ -62,8 +62,8 @@ class ValueLog::Impl {
   Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
   Status ReadMany(std::span<ReadRequest> reqs);
   Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
-  Status Flush();
-  Status Sync();
+  Status Flush(StreamMask streams);
+  Status Sync(StreamMask streams);
   void Release(const BlockPtr& ptr);
   void AddLive(const BlockPtr& ptr);
   void ResetLive();
@@ -82,7 +82,13 @@ class ValueLog::Impl {
   void EnsureSeqAbove(uint64_t seq);
   const std::string& dir() const { return dir_; }
 
-  uint64_t DropCount() const { return drops_.load(std::memory_order_acquire); }
+  uint64_t DropCount(StreamMask streams) const {
+    uint64_t n = 0;
+    for (int i = 0; i < kNumStreams; ++i) {
+      if (streams & (1u << i)) n += drops_[i].load(std::memory_order_acquire);
+    }
+    return n;
+  }
 
  private:
   struct StreamState {
@@ -116,7 +122,7 @@ class ValueLog::Impl {
   Env* const env_;
   const std::string dir_;
 
-  std::atomic<uint64_t> drops_{0};  // buffers dropped after a failed write
+  std::atomic<uint64_t> drops_[kNumStreams] = {};  // per stream: buffers dropped after a failed write
   mutable std::shared_mutex segs_mu_;
   std::map<uint32_t, std::shared_ptr<Segment>> segs_;  // guarded by segs_mu_
   uint64_t next_id_ = 1;                                // guarded by segs_mu_
@@ -296,7 +302,7 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     if (!tr.ok()) Log("truncate after a failed flush: " + tr.ToString());
     seg.size.store(off, std::memory_order_release);
     SubtractLive(seg, s.buf.size());
-    drops_.fetch_add(1, std::memory_order_acq_rel);
+    drops_[static_cast<int>(seg.stream)].fetch_add(1, std::memory_order_acq_rel);
     Log(SegName(seg.id) + ": dropped " + std::to_string(s.buf.size()) +
         " buffered bytes after a failed write: " + st.ToString());
   }
@@ -350,9 +356,11 @@ Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
   return Status::OK();
 }
 
-Status ValueLog::Impl::Flush() {
+Status ValueLog::Impl::Flush(StreamMask streams) {
   Status first;
-  for (auto& s : streams_) {
+  for (int i = 0; i < kNumStreams; ++i) {
+    if (!(streams & (1u << i))) continue;
+    StreamState& s = streams_[i];
     std::lock_guard lk(s.mu);
     Status st = FlushLocked(s);
     if (first.ok()) first = std::move(st);
@@ -360,9 +368,9 @@ Status ValueLog::Impl::Flush() {
   return first;
 }
 
-Status ValueLog::Impl::Sync() {
+Status ValueLog::Impl::Sync(StreamMask streams) {
   std::lock_guard lk(sync_mu_);
-  SEPFS_RETURN_IF_ERROR(Flush());
+  SEPFS_RETURN_IF_ERROR(Flush(streams));
   for (const auto& seg : Snapshot()) {
     if (seg->file == nullptr || !seg->needs_sync.exchange(false)) continue;
     Status st = seg->file->Sync();
@@ -757,8 +765,8 @@ Status ValueLog::ReadMany(std::span<ReadRequest> reqs) { return impl_->ReadMany(
 Status ValueLog::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
   return impl_->Probe(ptr, inode, block);
 }
-Status ValueLog::Flush() { return impl_->Flush(); }
-Status ValueLog::Sync() { return impl_->Sync(); }
+Status ValueLog::Flush(StreamMask streams) { return impl_->Flush(streams); }
+Status ValueLog::Sync(StreamMask streams) { return impl_->Sync(streams); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
 void ValueLog::ResetLive() { impl_->ResetLive(); }
@@ -766,7 +774,7 @@ bool ValueLog::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq) {
   return impl_->RestoreLive(id, live_bytes, max_seq);
 }
 std::vector<SegmentInfo> ValueLog::Segments() const { return impl_->Segments(); }
-uint64_t ValueLog::DropCount() const { return impl_->DropCount(); }
+uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount(streams); }
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }

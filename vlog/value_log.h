@@ -106,6 +106,14 @@ struct ReadRequest {
 using ScanFn = std::function<bool(const BlockPtr& ptr, const RecordHeader& h,
                                   std::string_view data, const Status& st)>;
 
+// A set of streams: bit i is Stream i.
+using StreamMask = uint32_t;
+constexpr StreamMask kAllStreams = (1u << kNumStreams) - 1;
+// Sync(kNoStreams) makes durable what was already written (every record a
+// metadata batch can point to) without writing any append buffer.
+constexpr StreamMask kNoStreams = 0;
+constexpr StreamMask MaskOf(Stream s) { return 1u << static_cast<int>(s); }
+
 class ValueLog {
  public:
   // Opens (creating if missing, mode 0700) the segment directory `dir`.
@@ -142,11 +150,14 @@ class ValueLog {
   // each request's own status says which failed.
   Status ReadMany(std::span<ReadRequest> reqs);
 
-  // Writes all append buffers to their segment files.
-  Status Flush();
-  // Flush(), then fdatasync every segment written since the last Sync and
-  // fsync the directory if segments were created.
-  Status Sync();
+  // Writes the append buffers of `streams` (a StreamMask; default all) to
+  // their segment files. A caller flushes the streams it appended to, so a
+  // failed write of another stream's buffer (e.g. the collector's copies on
+  // a full disk) neither fails nor drops its records.
+  Status Flush(StreamMask streams = kAllStreams);
+  // Flush(streams), then fdatasync every segment written since the last
+  // Sync and fsync the directory if segments were created.
+  Status Sync(StreamMask streams = kAllStreams);
 
   // The record at ptr is no longer referenced: its bytes become garbage.
   void Release(const BlockPtr& ptr);
@@ -159,12 +170,13 @@ class ValueLog {
   // or live_bytes exceeds its payload: the caller then rebuilds.
   bool RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq);
 
-  // How many append buffers were dropped after a failed write. A Flush or
-  // Sync that returns OK does not prove that records appended earlier by
-  // this caller reached the file: another thread's failed flush may have
-  // dropped them. Callers compare DropCount() taken before their first
-  // Append with the value after their Flush/Sync; a change means failure.
-  uint64_t DropCount() const;
+  // How many append buffers of `streams` were dropped after a failed
+  // write. A Flush or Sync that returns OK does not prove that records
+  // appended earlier by this caller reached the file: another thread's
+  // failed flush of the same stream may have dropped them. Callers compare
+  // the count taken before their first Append with the value after their
+  // Flush/Sync, for the streams they appended to; a change means failure.
+  uint64_t DropCount(StreamMask streams = kAllStreams) const;
 
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;

@@ -290,6 +290,30 @@ TEST_F(ErrorTest, FailedTruncateKeepsUnflushedData) {
   EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed.substr(0, 4096 + 10));
 }
 
+// A user's flush writes only the streams it appended to: a failing write of
+// another stream's buffer (here the cold stream, where the collector's
+// copies wait, on a full disk) neither fails the user's fsync nor drops its
+// data.
+TEST_F(ErrorTest, AnotherStreamsFailedWriteLeavesAFlushAlone) {
+  vlog::ValueLog* vl = fs_->store()->vlog();
+  vlog::BlockPtr copy;
+  ASSERT_OK(vl->Append(vlog::Stream::kCold, 1u << 30, 0, Payload(40, 3000), &copy));
+  model().FailNth(FaultOp::kWrite, FaultScope::kVlog, 1, ENOSPC, /*count=*/0,
+                  vlog::SegmentFileName(copy.segment));
+  const uint64_t ib = CreateOpen(kRoot, "b");
+  const std::string b = Payload(41, 10000);
+  ASSERT_OK(fs_->Write(ib, 0, b));
+  EXPECT_OK(fs_->Fsync(ib, true));
+  EXPECT_EQ(model().injected(), 0u);
+  EXPECT_EQ(ReadOk(ib), b);
+  // The cold buffer's own flush fails and drops it (never referenced).
+  EXPECT_ERRNO(vl->Flush(), ENOSPC);
+  EXPECT_EQ(model().injected(), 1u);
+  EXPECT_OK(fs_->Release(ib));
+  CloseFsckReopen();
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "b")), b);
+}
+
 // Every vLog write of a long workload fails once in turn: each failure is
 // reported to the caller and the store stays consistent.
 TEST_F(ErrorTest, EveryVlogWriteFailsOnce) {
