@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -189,6 +190,14 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
 
 int Mount(const MountRequest& req) {
   Status st = CheckMountpoint(req.mountpoint);
+  const auto& pass = req.options.passthrough;
+  if (st.ok() && !req.options.default_permissions &&
+      std::find(pass.begin(), pass.end(), "allow_other") != pass.end()) {
+    // sepfs leaves permission checks to the kernel (default_permissions).
+    st = Status::InvalidArgument(
+        "nodefault_permissions with allow_other would let every user past all permission "
+        "checks (sepfs does not check them itself)");
+  }
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs: cannot mount %s: %s\n", req.store.c_str(),
                  st.ToString().c_str());

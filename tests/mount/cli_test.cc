@@ -252,6 +252,13 @@ TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
         << r.Describe();
     EXPECT_FALSE(IsMountpoint(mnt())) << opt;
   }
+  // Each fine alone, together they would open the store to every user.
+  CmdResult r = RunSepfs(
+      {"mount", "-f", "-o", "nodefault_permissions,allow_other", store(), mnt()}, 20);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "nodefault_permissions with allow_other")) << r.Describe();
+  EXPECT_FALSE(IsMountpoint(mnt()));
   ASSERT_NO_FATAL_FAILURE(Mount());
 }
 
