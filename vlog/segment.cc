@@ -53,6 +53,32 @@ Status SegmentReader::Fill(uint64_t need) {
   return Status::OK();
 }
 
+bool SegmentReader::WholeRecordAfter(uint64_t from) {
+  if (from >= limit_) return false;
+  // Less than one record's worth of bytes (<= 48 B + 16 MiB) is left.
+  const uint64_t keep = pos_;
+  pos_ = from;
+  const Status st = Fill(limit_ - from);
+  pos_ = keep;
+  if (!st.ok()) return true;  // unreadable: not provably a tear, so never cut
+  const std::string_view rest(window_.data() + (from - window_off_), limit_ - from);
+  const char magic[4] = {static_cast<char>(kRecordMagic & 0xff),
+                         static_cast<char>((kRecordMagic >> 8) & 0xff),
+                         static_cast<char>((kRecordMagic >> 16) & 0xff),
+                         static_cast<char>(kRecordMagic >> 24)};
+  for (size_t at = rest.find(std::string_view(magic, 4)); at != std::string_view::npos;
+       at = rest.find(std::string_view(magic, 4), at + 1)) {
+    RecordHeader h;
+    if (rest.size() - at < kRecordHeaderSize) break;
+    if (!DecodeRecordHeader(rest.data() + at, &h).ok()) continue;
+    if (rest.size() - at - kRecordHeaderSize < h.data_len) continue;
+    if (VerifyRecord(rest.data() + at, h, rest.substr(at + kRecordHeaderSize, h.data_len)).ok()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end) {
   record_off_ = pos_;
   *at_end = false;
@@ -73,9 +99,13 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
   if (!st.ok()) return st.WithContext(Where());
   const uint64_t size = kRecordHeaderSize + uint64_t{h->data_len};
   if (limit_ - pos_ < size) {
-    torn_ = true;
-    return Status::Corruption(Where() + ": torn record (" + std::to_string(size) +
-                              " bytes, " + std::to_string(limit_ - pos_) + " left)");
+    // The length is not verified yet (the checksum needs the whole record):
+    // a crash tears only the last append, so a whole record behind this one
+    // means a damaged length, which must never be cut off as a tear.
+    torn_ = !WholeRecordAfter(pos_ + 1);
+    return Status::Corruption(Where() + (torn_ ? ": torn record (" : ": damaged record length (") +
+                              std::to_string(size) + " bytes, " +
+                              std::to_string(limit_ - pos_) + " left)");
   }
   SEPFS_RETURN_IF_ERROR(Fill(size));
   raw = window_.data() + (pos_ - window_off_);

@@ -72,6 +72,8 @@ class SegmentReader {
  private:
   Status Fill(uint64_t need);
   std::string Where() const;
+  // A whole, verified record starts somewhere in [from, limit_).
+  bool WholeRecordAfter(uint64_t from);
 
   File* const file_;
   const uint32_t id_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -471,6 +472,34 @@ TEST_F(ValueLogTest, CutTornTailOfASealedSegment) {
   std::string got(5000, '\0');
   EXPECT_TRUE(vlog_->Read(a, 1, 0, got.data()).ok());
   EXPECT_EQ(got, std::string(5000, 'a'));
+}
+
+// A flipped bit in the length of a record in the middle of the newest
+// segment makes it run past the end of the file, as a torn append would.
+// The whole records behind it show it is damage: Open must not cut them
+// off (fsck reports the damaged record; the others stay readable).
+TEST_F(ValueLogTest, DamagedLengthIsNotCutAsATornTail) {
+  OpenLog();
+  BlockPtr a, b, c;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 0, std::string(5000, 'a'), &a).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 1, std::string(5000, 'b'), &b).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 2, std::string(5000, 'c'), &c).ok());
+  ASSERT_TRUE(vlog_->Sync().ok());
+  vlog_.reset();
+  const std::string path = dir_ + "/" + SegmentFileName(b.segment);
+  const uint64_t size = std::filesystem::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(b.offset + 10));  // data_len bits 16-23
+    f.put(static_cast<char>(0x40));                     // 5000 + 4 MiB: past the end
+  }
+  OpenLog();
+  EXPECT_EQ(std::filesystem::file_size(path), size) << "damaged records were cut off";
+  std::string got(5000, '\0');
+  EXPECT_TRUE(vlog_->Read(a, 1, 0, got.data()).ok());
+  EXPECT_TRUE(vlog_->Read(c, 1, 2, got.data()).ok());
+  EXPECT_EQ(got, std::string(5000, 'c'));
+  EXPECT_EQ(vlog_->Read(b, 1, 1, got.data()).err(), EIO);
 }
 
 }  // namespace
