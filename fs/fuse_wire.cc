@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "fs/fuse_ops.h"
@@ -56,6 +59,16 @@ ssize_t ShimRead(int fd, void* buf, size_t len, void* userdata) {
   const ssize_t n = ::read(fd, buf, len);
   if (n > 0) {
     InspectRequest(buf, static_cast<size_t>(n), &static_cast<FuseContext*>(userdata)->wire);
+  } else if (n < 0 && errno == ECONNABORTED) {
+    // The connection was aborted (fusectl abort) rather than unmounted: the
+    // kernel serves no more requests either way, so end the session as at
+    // an unmount (ENODEV), and the store is closed cleanly. libfuse would
+    // otherwise stop with an error and the daemon exit with status 1.
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      std::fprintf(stderr, "sepfs: the kernel aborted the FUSE connection; closing the store\n");
+    }
+    errno = ENODEV;
   }
   return n;
 }
