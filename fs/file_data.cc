@@ -232,11 +232,8 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   }
   LiveJournal::Entry entry;
   if (!st.ok()) {
-    // Never referenced: the records are garbage at once (those a failed
-    // buffer write dropped were taken back by the vlog already).
-    for (size_t i = 0; i < added.size(); i++) {
-      if (vlog_->Probe(added[i], ino, added_blocks[i]).ok()) vlog_->Release(added[i]);
-    }
+    // Never referenced: the records are garbage at once.
+    for (size_t i = 0; i < added.size(); i++) vlog_->Discard(added[i], ino, added_blocks[i]);
   } else {
     batch.PutInode(r);
     entry = journal_->Note(&batch, added, released, {&ino, 1});
@@ -376,7 +373,7 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           st = Status::IOError("vlog: buffered records were dropped by a failed write");
         }
         if (!st.ok()) {
-          if (vlog_->Probe(np, in->ino, last).ok()) vlog_->Release(np);  // never referenced
+          vlog_->Discard(np, in->ino, last);  // never referenced
           return st;
         }
         b->PutBlock(in->ino, last, np);

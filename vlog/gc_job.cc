@@ -113,13 +113,9 @@ Status Job::RelocateBatch() {
   });
   std::vector<Relocation> relocs;
   relocs.reserve(batch.size());
-  // Copies that will never be referenced become garbage. A copy dropped
-  // by a failed write of the append buffer was already taken back by the
-  // vlog; only copies that still read back are released (error path only).
+  // Copies that will never be referenced become garbage (error path only).
   auto release_copies = [&] {
-    for (const Relocation& r : relocs) {
-      if (vlog_->Probe(r.to, r.inode, r.block).ok()) vlog_->Release(r.to);
-    }
+    for (const Relocation& r : relocs) vlog_->Discard(r.to, r.inode, r.block);
   };
   const uint64_t drops = vlog_->DropCount();
   for (Pending& p : batch) {

@@ -768,6 +768,9 @@ Status ValueLog::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
 Status ValueLog::Flush(StreamMask streams) { return impl_->Flush(streams); }
 Status ValueLog::Sync(StreamMask streams) { return impl_->Sync(streams); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
+void ValueLog::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
+  if (impl_->Probe(ptr, inode, block).ok()) impl_->Release(ptr);
+}
 void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
 void ValueLog::ResetLive() { impl_->ResetLive(); }
 bool ValueLog::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq) {

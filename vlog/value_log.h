@@ -161,6 +161,10 @@ class ValueLog {
 
   // The record at ptr is no longer referenced: its bytes become garbage.
   void Release(const BlockPtr& ptr);
+  // A record this caller appended but will never reference (its write or
+  // its metadata failed): released, unless a failed buffer write already
+  // dropped it, which took it back (so it is never released twice).
+  void Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   // Counts the record at ptr as live (rebuilding counts at mount).
   void AddLive(const BlockPtr& ptr);
   // Zeroes every live count (before a rebuild with AddLive).
