@@ -401,20 +401,23 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
   return Status::OK();
 }
 
-void Filesystem::TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last) {
-  const uint64_t bs = block_size_;
-  const uint64_t keep = (size + bs - 1) / bs;
-  auto drop = [&](std::map<uint64_t, std::string>::iterator it) {
+void Filesystem::EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end) {
+  for (auto it = in->dirty.lower_bound(first); it != in->dirty.end() && it->first < end;) {
     in->dirty_bytes -= it->second.size();
     dirty_total_ -= it->second.size();
-    return in->dirty.erase(it);
-  };
-  for (auto it = in->dirty.lower_bound(keep); it != in->dirty.end();) it = drop(it);
+    it = in->dirty.erase(it);
+  }
+}
+
+void Filesystem::TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last) {
+  const uint64_t bs = block_size_;
+  EraseDirtyLocked(in, (size + bs - 1) / bs, UINT64_MAX);
   if (size % bs == 0) return;
-  auto d = in->dirty.find(size / bs);
+  const uint64_t last = size / bs;
+  auto d = in->dirty.find(last);
   if (d == in->dirty.end()) return;
   if (rewrote_last) {
-    drop(d);  // its bytes are in the rewritten record
+    EraseDirtyLocked(in, last, last + 1);  // its bytes are in the rewritten record
   } else if (d->second.size() > size % bs) {
     in->dirty_bytes -= d->second.size() - size % bs;
     dirty_total_ -= d->second.size() - size % bs;
@@ -454,12 +457,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
     pos += n;
   }
   if (first_full < end_full) {
-    for (auto it = in->dirty.lower_bound(first_full);
-         it != in->dirty.end() && it->first < end_full;) {
-      in->dirty_bytes -= it->second.size();
-      dirty_total_ -= it->second.size();
-      it = in->dirty.erase(it);
-    }
+    EraseDirtyLocked(in, first_full, end_full);
     SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(in->ino, first_full),
                                       kv::BlockKey(in->ino, end_full),
                                       [&](std::string_view key, std::string_view value) {

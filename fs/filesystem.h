@@ -264,6 +264,8 @@ class Filesystem {
   // Drops dirty bytes past `size`; rewrote_last: the block holding `size`
   // was rewritten from its dirty copy, which is dropped whole.
   void TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last);
+  // Drops the dirty blocks [first, end), keeping the dirty byte counts.
+  void EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
   Status HaveSpace(uint64_t bytes);
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
