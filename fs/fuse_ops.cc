@@ -512,15 +512,12 @@ void OpListxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     Status st = Fs(req)->ListXattr(ino, &names);
     if (st.ok() && fuse_req_ctx(req)->uid != 0) {
       // As ext4: trusted.* names are listed to privileged callers only.
+      // ListXattr ends every name with a NUL.
       std::string shown;
-      for (size_t at = 0; at < names.size();) {
-        const size_t end = names.find('\0', at);
-        const std::string_view n(names.data() + at, (end == std::string::npos ? names.size() : end) - at);
-        if (!n.starts_with("trusted.")) {
-          shown.append(n);
-          shown.push_back('\0');
-        }
-        at = end == std::string::npos ? names.size() : end + 1;
+      for (size_t at = 0, end; at < names.size(); at = end + 1) {
+        end = names.find('\0', at);
+        const std::string_view n(names.data() + at, end - at);
+        if (!n.starts_with("trusted.")) shown.append(n).push_back('\0');
       }
       names.swap(shown);
     }
