@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fs/bdi.h"
+#include "fs/cpu_latency.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 
@@ -98,6 +99,15 @@ struct SessionDeleter {
 };
 
 int Serve(const MountRequest& req, StartupPipe* pipe) {
+  CpuLatencyRequest cpu_latency;
+  if (req.options.cpu_latency) {
+    Status st = cpu_latency.Hold(*req.options.cpu_latency);
+    if (!st.ok()) {
+      std::fprintf(stderr, "sepfs: cannot mount %s: -o cpu_latency: %s\n", req.store.c_str(),
+                   st.ToString().c_str());
+      return 1;
+    }
+  }
   FsOptions fo;
   fo.flush_interval_sec = req.options.flush_interval;
   fo.read_only = req.options.read_only;

@@ -54,6 +54,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 4096;
     } else if (key == "max_dirty_ratio") {
       ok = ParseUnsigned(val, 50, &o->max_dirty_ratio);
+    } else if (key == "cpu_latency") {
+      unsigned us = 0;
+      ok = ParseUnsigned(val, 1000000, &us);
+      o->cpu_latency = us;
     } else if (key == "attr_timeout") {
       ok = ParseDouble(val, &o->attr_timeout);
     } else if (key == "entry_timeout") {

@@ -55,6 +55,8 @@ constexpr const char* kMountUsage =
     "       noparallel_dirops, nodefault_permissions (not with allow_other), max_write=BYTES,\n"
     "       max_dirty_ratio=PCT (0-50, default 40), attr_timeout=SEC, entry_timeout=SEC,\n"
     "       flush_interval=SEC, cache_mb=N, threads=N,\n"
+    "       cpu_latency=US (hold a CPU wake-up latency request while mounted; 0 keeps\n"
+    "       idle CPUs polling: faster round trips, more power; default: none),\n"
     "       gc=hotcold|wisckey|off, gc_picker=greedy|cost-benefit|oldest,\n"
     "       gc_streams=4|2 (hotcold: streams by expected lifetime, or hot and cold only),\n"
     "       noprefetch_seq, noprefetch_dir, prefetch_threads=N, data_cache_mb=N,\n"

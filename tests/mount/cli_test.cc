@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -363,6 +364,39 @@ TEST_F(UnmountedTest, MountRaisesKernelWritebackLimits) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
   ASSERT_NO_FATAL_FAILURE(Remount());
   EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+}
+
+// The wake-up latency the kernel grants now: the lowest PM QoS request held.
+int32_t CpuLatencyNow() {
+  int fd = ::open("/dev/cpu_dma_latency", O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << "/dev/cpu_dma_latency: " << std::strerror(errno);
+  int32_t v = -1;
+  EXPECT_EQ(::read(fd, &v, sizeof v), static_cast<ssize_t>(sizeof v));
+  ::close(fd);
+  return v;
+}
+
+// -o cpu_latency=US holds a PM QoS request exactly as long as the mount is
+// served, and malformed values are refused.
+TEST_F(UnmountedTest, CpuLatencyRequestIsHeldWhileMounted) {
+  const int32_t before = CpuLatencyNow();
+  ASSERT_GT(before, 37) << "another process holds a CPU latency request below 37 us";
+  ASSERT_NO_FATAL_FAILURE(Mount({"cpu_latency=37"}));
+  EXPECT_EQ(CpuLatencyNow(), 37);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "x"));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  EXPECT_EQ(CpuLatencyNow(), before);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(CpuLatencyNow(), before);
+  EXPECT_EQ(ReadFile(P("f")), "x");
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  for (const char* opt : {"cpu_latency=-1", "cpu_latency=", "cpu_latency=1000001"}) {
+    CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
+    EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
+    EXPECT_TRUE(Contains(r.err, std::string("bad value in mount option '") + opt + "'"))
+        << r.Describe();
+    EXPECT_FALSE(IsMountpoint(mnt())) << opt;
+  }
 }
 
 TEST_F(UnmountedTest, MountOptions) {

@@ -1,0 +1,46 @@
+#include "fs/cpu_latency.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+namespace sepfs::fs {
+
+namespace {
+constexpr char kDevice[] = "/dev/cpu_dma_latency";
+}  // namespace
+
+CpuLatencyRequest::~CpuLatencyRequest() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status CpuLatencyRequest::Hold(unsigned usec) {
+  if (fd_ >= 0) return Status::InvalidArgument("CPU latency request already held");
+  const int fd = ::open(kDevice, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, kDevice);
+  // The device takes a binary 32-bit value; the request lives as long as fd.
+  const int32_t value = static_cast<int32_t>(usec);
+  if (::write(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) {
+    const int err = errno ? errno : EIO;
+    ::close(fd);
+    return Status::FromErrno(err, kDevice);
+  }
+  fd_ = fd;
+  return Status::OK();
+}
+
+Status CurrentCpuLatency(int* usec) {
+  const int fd = ::open(kDevice, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, kDevice);
+  int32_t value = 0;
+  const ssize_t n = ::read(fd, &value, sizeof value);
+  const int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(sizeof value)) return Status::FromErrno(n < 0 ? err : EIO, kDevice);
+  *usec = value;
+  return Status::OK();
+}
+
+}  // namespace sepfs::fs
