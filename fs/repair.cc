@@ -545,20 +545,24 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   SEPFS_RETURN_IF_ERROR(Commit(true));
   SEPFS_RETURN_IF_ERROR(meta_->Sync());
 
-  // Damaged segments nothing points into any more (after a verified check,
-  // the pointers that remain are exactly those counted live).
+  // Damaged segment headers (after a verified check, the pointers that
+  // remain are exactly those counted live, their records verified one by
+  // one): a segment that still holds live records gets a new header, one
+  // that holds none is deleted.
   if (verified) {
     for (const auto& f : r.findings) {
-      if (f.kind != FsckKind::kSegmentDamaged || r.live.count(static_cast<uint32_t>(f.value))) {
-        continue;
-      }
-      Status st = store_->vlog()->DeleteSegment(static_cast<uint32_t>(f.value));
+      if (f.kind != FsckKind::kSegmentDamaged) continue;
+      const auto id = static_cast<uint32_t>(f.value);
+      const bool live = r.live.count(id) != 0;
+      Status st = live ? store_->vlog()->RewriteHeader(id) : store_->vlog()->DeleteSegment(id);
       if (st.ok()) {
-        Change("deleted segment " + std::to_string(f.value) +
-               " (damaged header; no pointer names it any more)");
+        Change(live ? "rewrote the damaged header of segment " + std::to_string(id) +
+                          " (its live records verify)"
+                    : "deleted segment " + std::to_string(id) +
+                          " (damaged header; no pointer names it any more)");
       } else if (progress_) {
-        progress_("cannot delete damaged segment " + std::to_string(f.value) + ": " +
-                  st.ToString());
+        progress_(std::string(live ? "cannot rewrite the header of" : "cannot delete") +
+                  " damaged segment " + std::to_string(id) + ": " + st.ToString());
       }
     }
     SEPFS_RETURN_IF_ERROR(store_->vlog()->Sync());

@@ -72,7 +72,8 @@ constexpr const char* kFsckUsage =
     "  --repair   fix what the check finds and print each change: bad block pointers\n"
     "             are dropped (the blocks become holes), bad entries deleted,\n"
     "             unreachable inodes moved to /lost+found, link counts set, orphans\n"
-    "             reclaimed, counters rewritten, a corrupt LevelDB rebuilt\n"
+    "             reclaimed, counters rewritten, a damaged segment header rewritten\n"
+    "             (its records verify one by one), a corrupt LevelDB rebuilt\n"
     "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same)\n"
     "Exit status as e2fsck: 0 no errors, 1 errors corrected, 4 errors left\n"
     "uncorrected, 8 operational error.\n";

@@ -20,7 +20,9 @@ struct Segment {
   uint32_t id = 0;
   Stream stream = Stream::kHot;
   std::unique_ptr<File> file;  // null if the file could not be opened
-  Status damage;               // non-OK: the header is bad; every read fails with it
+  // Non-OK: the header is bad. Never appended to, scanned or collected;
+  // reads still verify each record on its own.
+  Status damage;
   uint64_t create_time = 0;    // from the header
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.

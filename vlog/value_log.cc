@@ -77,6 +77,7 @@ class ValueLog::Impl {
   uint32_t MaxSegmentId() const;
   Status CutTornTailAt(uint32_t id, uint64_t offset);
   Status DeleteSegment(uint32_t id);
+  Status RewriteHeader(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
   void EnsureSeqAbove(uint64_t seq);
@@ -156,8 +157,9 @@ Status ValueLog::Impl::Load() {
     if (!ParseSegmentFileName(name, &id)) continue;
     std::shared_ptr<Segment> seg;
     SEPFS_RETURN_IF_ERROR(OpenExisting(id, &seg));
-    segs_[id] = std::move(seg);
+    // Even a removed unfinished segment's id is never handed out again.
     next_id_ = std::max<uint64_t>(next_id_, uint64_t{id} + 1);
+    if (seg != nullptr) segs_[id] = std::move(seg);
   }
   for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size);
   return LearnMaxSeq();
@@ -172,6 +174,19 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
   SEPFS_RETURN_IF_ERROR(seg->file->Size(&size));
   seg->size = size;
   seg->flushed = size;
+  if (size < kSegmentHeaderSize) {
+    // A crash between creating the file and writing its header. Nothing in
+    // it was ever durable (records follow the header and are synced before
+    // any pointer names them), so it is removed, not kept as damage.
+    Status rm = env_->RemoveFile(path);
+    if (rm.ok()) {
+      Log(SegName(id) + ": removed an unfinished segment (" + std::to_string(size) +
+          " bytes, no header)");
+      out->reset();
+      return Status::OK();
+    }
+    Log(SegName(id) + ": cannot remove unfinished segment: " + rm.ToString());
+  }
   *out = seg;
 
   char raw[kSegmentHeaderSize];
@@ -418,7 +433,8 @@ Status ValueLog::Impl::Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* out
   const std::string where =
       SegName(ptr.segment) + " offset " + std::to_string(ptr.offset);
   if (seg == nullptr) return Status::Corruption(where + ": no such segment");
-  if (seg->damaged()) return seg->damage;
+  // A damaged segment header does not stop a read: the record is checked
+  // on its own (CheckRecord).
   if (ptr.length > kMaxRecordData) return Status::Corruption(where + ": length too large");
   const uint64_t end = uint64_t{ptr.offset} + ptr.record_size();
   if (ptr.offset < kSegmentHeaderSize || end > seg->size.load(std::memory_order_acquire)) {
@@ -729,6 +745,38 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
   return Status::OK();
 }
 
+Status ValueLog::Impl::RewriteHeader(uint32_t id) {
+  std::shared_ptr<Segment> seg = Find(id);
+  if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
+  if (!seg->damaged()) return Status::OK();
+  if (seg->open.load()) return Status::FromErrno(EBUSY, SegName(id) + " is open for appends");
+  SegmentHeader h;
+  h.stream = static_cast<uint8_t>(Stream::kCold);
+  h.segment_id = id;
+  h.create_time = static_cast<uint64_t>(std::time(nullptr));
+  char raw[kSegmentHeaderSize];
+  EncodeSegmentHeader(h, raw);
+  {
+    std::unique_ptr<File> rw;
+    SEPFS_RETURN_IF_ERROR(env_->OpenFile(PathOf(id), OpenMode::kReadWrite, &rw));
+    SEPFS_RETURN_IF_ERROR(rw->Write(0, std::string_view(raw, sizeof raw)));
+    SEPFS_RETURN_IF_ERROR(rw->Sync());
+  }
+  // A fresh Segment (its fixed fields are never changed once published),
+  // with the counters of the old one.
+  std::shared_ptr<Segment> fresh;
+  SEPFS_RETURN_IF_ERROR(OpenExisting(id, &fresh));
+  if (fresh == nullptr || fresh->damaged()) {
+    return Status::Corruption(SegName(id) + ": header still damaged after rewriting it");
+  }
+  fresh->live.store(seg->live.load());
+  fresh->max_seq.store(seg->max_seq.load());
+  std::unique_lock lk(segs_mu_);
+  segs_[id] = std::move(fresh);
+  Log(SegName(id) + ": rewrote its damaged header (stream cold)");
+  return Status::OK();
+}
+
 Status ValueLog::Impl::SealStream(Stream stream) {
   const int si = static_cast<int>(stream);
   if (si < 0 || si >= kNumStreams) return Status::InvalidArgument("vlog: bad stream");
@@ -791,6 +839,7 @@ Status ValueLog::CutTornTail(uint32_t id, uint64_t offset) {
 }
 uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
+Status ValueLog::RewriteHeader(uint32_t id) { return impl_->RewriteHeader(id); }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }
 void ValueLog::EnsureSeqAbove(uint64_t seq) { impl_->EnsureSeqAbove(seq); }

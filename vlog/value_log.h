@@ -63,7 +63,7 @@ struct SegmentInfo {
   uint64_t size = 0;           // bytes in the segment, header and buffer included
   uint64_t live_bytes = 0;     // bytes of records still referenced
   uint64_t garbage_bytes = 0;  // size - header - live
-  bool damaged = false;        // the header is bad: every read fails; never collected
+  bool damaged = false;        // the header is bad: never scanned or collected
   uint64_t create_time = 0;    // from the segment header (seconds since the epoch); 0 if damaged
   // Highest seq known to be in the segment, 0 if unknown. A hint for the
   // segment's age only: learned from Append, from the records Open scans
@@ -120,8 +120,10 @@ class ValueLog {
   // Reads every segment header, learns the highest sequence number by
   // scanning the newest segment of each stream, and starts new segments for
   // appends. All live counts start at zero (see AddLive). A segment whose
-  // header is bad is logged and kept as damaged: reads of it return
-  // Corruption. Errors opening a segment file fail Open.
+  // header is bad is logged and kept as damaged: never appended to, scanned
+  // or collected, while reads still verify each record on its own (see
+  // RewriteHeader). A file shorter than a header (a crash while creating
+  // it) is removed. Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);
   ~ValueLog();  // Flushes buffers (errors are logged).
@@ -226,6 +228,13 @@ class ValueLog {
   // still appends to (see SealStream); an I/O error removing the file keeps
   // the segment as it was.
   Status DeleteSegment(uint32_t id);
+
+  // Gives a sealed segment whose header is damaged a new, durable header
+  // (stream cold, this id, created now); its records, each verified by its
+  // own checksum, were readable before and stay so, and the segment becomes
+  // collectable again. For offline repair. OK if the header is fine.
+  // Errors: NotFound, EBUSY for an open segment, I/O errors.
+  Status RewriteHeader(uint32_t id);
 
   // Writes out the append buffer of `stream` and closes its open segment
   // (it becomes sealed and collectable); the next Append to the stream

@@ -387,15 +387,43 @@ TEST_F(RepairTest, LostSizeUpdateIsRestoredFromVerifiedBlocks) {
   EXPECT_TRUE(ReadAll(f) == data);
 }
 
-TEST_F(RepairTest, DamagedSegmentHeaderIsDeletedAfterItsPointers) {
+// A damaged segment header alone does not lose the records behind it: each
+// verifies on its own, so repair gives the segment a new header and the
+// file keeps its bytes.
+TEST_F(RepairTest, DamagedSegmentHeaderIsRewrittenAndItsRecordsKept) {
   const uint64_t f = Create(kRoot, "f");
-  WriteFile(f, Payload(11, 2 * block_size()));
+  const std::string data = Payload(11, 2 * block_size());
+  WriteFile(f, data);
   CloseFs();
   const uint32_t seg = Pointer(f, 0).segment;
   FlipByte(SegmentPath(seg), 20);  // inside the header's create_time
   RepairReport rep;
   RepairClean(&rep);
   EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentDamaged));
+  EXPECT_FALSE(HasKind(rep.before, FsckKind::kPointerBadRecord));
+  EXPECT_NE(Changes(rep).find("rewrote the damaged header of segment " + std::to_string(seg)),
+            std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == data);
+}
+
+// When the records behind a damaged header are bad too, their pointers are
+// dropped (the blocks read as holes), and then the segment is deleted.
+TEST_F(RepairTest, DamagedSegmentIsDeletedAfterItsBadRecords) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(11, 2 * block_size()));
+  CloseFs();
+  const vlog::BlockPtr p0 = Pointer(f, 0), p1 = Pointer(f, 1);
+  ASSERT_EQ(p0.segment, p1.segment);
+  const uint32_t seg = p0.segment;
+  FlipByte(SegmentPath(seg), 20);
+  FlipByte(SegmentPath(seg), p0.offset + vlog::kRecordHeaderSize + 7);
+  FlipByte(SegmentPath(seg), p1.offset + vlog::kRecordHeaderSize + 7);
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentDamaged));
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kPointerBadRecord));
   EXPECT_NE(Changes(rep).find("deleted segment " + std::to_string(seg) + " (damaged header"),
             std::string::npos)
       << Changes(rep);
