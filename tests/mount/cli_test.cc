@@ -244,7 +244,8 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
                           "max_write=12", "prefetch_threads=0", "flush_interval=-1",
-                          "max_dirty_ratio=51", "max_dirty_ratio=-1"}) {
+                          "max_dirty_ratio=51", "max_dirty_ratio=-1", "flush_interval=inf",
+                          "flush_interval=1e300", "attr_timeout=nan", "entry_timeout=-1"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
     EXPECT_FALSE(r.timed_out) << opt;
     EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
