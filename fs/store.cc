@@ -118,7 +118,10 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   s->dir_ = dir;
   s->env_ = options.env ? options.env : Env::Default();
   Status st = s->env_->Exists(dir);
-  if (!st.ok()) return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
+  if (st.err() == ENOENT) {
+    return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
+  }
+  if (!st.ok()) return Status::FromErrno(st.err(), dir + ": cannot reach the store directory");
   if (!LooksLikeStore(s->env_, dir)) {
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }
