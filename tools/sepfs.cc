@@ -7,6 +7,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -94,10 +96,13 @@ bool WantsHelp(const std::vector<std::string>& args) {
 }
 
 bool ParseSize(const std::string& text, uint64_t* out) {
-  if (text.empty()) return false;
+  // strtoull alone skips blanks, takes a sign (" -1" is 2^64-1) and
+  // saturates on overflow.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
   char* end = nullptr;
+  errno = 0;
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || text[0] == '-') return false;
+  if (errno == ERANGE) return false;
   std::string suffix(end);
   uint64_t mul = 1;
   if (suffix == "K" || suffix == "k") {

@@ -128,6 +128,15 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
       {"mkfs", "--block-size=1000", store()},  // not a power of two
       {"mkfs", "--segment-size=0", store()},
       {"mkfs", "--block-size=notanumber", store()},
+      // strtoull alone skips blanks, takes a sign (" -1" is 2^64-1) and
+      // saturates at 2^64-1.
+      {"mkfs", "--capacity= -1", store()},
+      {"mkfs", "--capacity=-1", store()},
+      {"mkfs", "--capacity=99999999999999999999", store()},
+      {"mkfs", "--capacity=18446744073709551616", store()},
+      {"mkfs", "--capacity=17179869184G", store()},  // 2^64: overflows with the suffix
+      {"mkfs", "--capacity=+1G", store()},
+      {"mkfs", "--segment-size= 8M", store()},
       {"mkfs", "--no-such-option", store()},
       {"mkfs"},  // no store
   };
@@ -138,6 +147,7 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
     EXPECT_FALSE(r.timed_out);
     struct stat st {};
     EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0) << what;
+    if (r.exit_code == 0) RemoveTree(store());  // keep the next case independent
   }
   ASSERT_NO_FATAL_FAILURE(
       Mkfs({"--block-size=4096", "--segment-size=8388608"}));
