@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "fs/bdi.h"
+#include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 
@@ -33,15 +33,6 @@ Status CheckMountpoint(const std::string& mnt) {
     }
   }
   return Status::OK();
-}
-
-// The daemon keeps one descriptor per segment: raise the soft limit.
-void RaiseFileLimit() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 // Tells the waiting parent how start-up went (background mode).

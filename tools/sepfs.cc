@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fs/daemon.h"
+#include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
 #include "fs/repair.h"
@@ -240,6 +241,7 @@ int CmdFsck(const std::vector<std::string>& args) {
   auto progress = [](const std::string& line) {
     std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());
   };
+  fs::RaiseFileLimit();
   if (repair) {
     fs::RepairReport rep;
     Status st = fs::Repair(store, fs::StoreOptions{}, &rep, progress);
@@ -291,6 +293,7 @@ int CmdStats(const std::vector<std::string>& args) {
     std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
     return 0;
   }
+  fs::RaiseFileLimit();
   fs::FsOptions o;
   o.read_only = true;
   std::unique_ptr<fs::Filesystem> f;
@@ -324,6 +327,7 @@ int CmdGc(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  fs::RaiseFileLimit();
   fs::FsOptions o;
   o.gc = "off";  // no background thread; the pass below runs in the foreground
   std::unique_ptr<fs::Filesystem> f;

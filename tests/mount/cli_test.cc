@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -346,6 +347,47 @@ TEST_F(UnmountedTest, StatsAndHelp) {
     r = RunSepfs(args, 20);
     EXPECT_FALSE(r.timed_out);
     EXPECT_NE(r.exit_code, 0) << r.Describe();
+  }
+}
+
+// Lowers the soft RLIMIT_NOFILE of this process (and so of the commands it
+// starts) for its lifetime.
+class LowSoftFileLimit {
+ public:
+  explicit LowSoftFileLimit(rlim_t soft) {
+    ok_ = ::getrlimit(RLIMIT_NOFILE, &saved_) == 0;
+    struct rlimit low = saved_;
+    low.rlim_cur = soft;
+    ok_ = ok_ && ::setrlimit(RLIMIT_NOFILE, &low) == 0;
+  }
+  ~LowSoftFileLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  bool ok() const { return ok_; }
+  rlim_t hard() const { return saved_.rlim_max; }
+
+ private:
+  struct rlimit saved_ {};
+  bool ok_ = false;
+};
+
+// The value log keeps a descriptor per segment open; fsck, stats and gc of
+// an unmounted store raise the soft limit to the hard one as the daemon
+// does, so a store of more segments than the soft limit still opens.
+TEST_F(NoStoreTest, ToolsOpenStoresOfMoreSegmentsThanTheSoftFileLimit) {
+  constexpr rlim_t kSoft = 32;
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--block-size=4096", "--segment-size=1M"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(48 * kMiB, 31)));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  const size_t segments = SegmentFiles(store()).size();
+  ASSERT_GT(segments, kSoft);
+  LowSoftFileLimit limit(kSoft);
+  ASSERT_TRUE(limit.ok()) << strerror(errno);
+  ASSERT_GT(limit.hard(), segments + 64) << "no room above the soft limit";
+  for (const char* cmd : {"fsck", "stats", "gc"}) {
+    CmdResult r = RunSepfs({cmd, store()});
+    EXPECT_EQ(r.exit_code, 0) << cmd << " with a soft limit of " << kSoft << " descriptors and "
+                              << segments << " segments\n"
+                              << r.Describe();
   }
 }
 
