@@ -84,6 +84,18 @@ void TuneBdi(const std::string& mountpoint, const MountOptions& o) {
   }
 }
 
+// fsname= carries the store path in libfuse's comma-separated option list,
+// whose parser takes a backslash as an escape; libfuse's own escaper protects
+// the commas and backslashes of the path. False when out of memory.
+bool FsnameOption(const std::string& store, std::string* out) {
+  char* raw = nullptr;
+  const int rc = fuse_opt_add_opt_escaped(&raw, ("fsname=" + store).c_str());
+  std::unique_ptr<char, void (*)(void*)> opt(raw, std::free);
+  if (rc != 0) return false;
+  *out = opt.get();
+  return true;
+}
+
 struct SessionDeleter {
   void operator()(struct fuse_session* se) const { fuse_session_destroy(se); }
 };
@@ -111,7 +123,12 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
 
   std::vector<std::string> argv_s = {"sepfs"};
   if (req.debug) argv_s.push_back("-d");
-  std::string opts = "fsname=" + req.store + ",subtype=sepfs";
+  std::string opts;
+  if (!FsnameOption(req.store, &opts)) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: out of memory\n", req.store.c_str());
+    return 1;
+  }
+  opts += ",subtype=sepfs";
   if (req.options.default_permissions) opts += ",default_permissions";
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");

@@ -224,6 +224,27 @@ TEST_F(NoStoreTest, MountRefusesWhatIsNotAStore) {
   }
 }
 
+// The store path is the mount's source (libfuse's fsname=), handed over in
+// a comma-separated option list: a comma or backslash in it must neither
+// split it nor change it.
+TEST_F(NoStoreTest, StorePathWithCommasAndBackslashesMounts) {
+  int i = 0;
+  for (const std::string name : {"st,ore", "a\\b,,c\\", "x\\054y"}) {
+    SCOPED_TRACE(name);
+    set_store(root() + "/" + name);
+    ASSERT_NO_FATAL_FAILURE(Mkfs());
+    ASSERT_NO_FATAL_FAILURE(Mount());
+    EXPECT_EQ(MountSource(mnt()), store());
+    const std::string data = RandomBytes(kMiB + i, 40 + i);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+    ASSERT_NO_FATAL_FAILURE(Remount());
+    EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    Fsck();
+    ++i;
+  }
+}
+
 TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
   struct Case {
     const char* what;
