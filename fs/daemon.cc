@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 
 #include "fs/bdi.h"
 #include "fs/cpu_latency.h"
+#include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 
@@ -34,15 +34,6 @@ Status CheckMountpoint(const std::string& mnt) {
     }
   }
   return Status::OK();
-}
-
-// The daemon keeps one descriptor per segment: raise the soft limit.
-void RaiseFileLimit() {
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 // Tells the waiting parent how start-up went (background mode).
@@ -94,6 +85,18 @@ void TuneBdi(const std::string& mountpoint, const MountOptions& o) {
   }
 }
 
+// fsname= carries the store path in libfuse's comma-separated option list,
+// whose parser takes a backslash as an escape; libfuse's own escaper protects
+// the commas and backslashes of the path. False when out of memory.
+bool FsnameOption(const std::string& store, std::string* out) {
+  char* raw = nullptr;
+  const int rc = fuse_opt_add_opt_escaped(&raw, ("fsname=" + store).c_str());
+  std::unique_ptr<char, void (*)(void*)> opt(raw, std::free);
+  if (rc != 0) return false;
+  *out = opt.get();
+  return true;
+}
+
 struct SessionDeleter {
   void operator()(struct fuse_session* se) const { fuse_session_destroy(se); }
 };
@@ -130,7 +133,12 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
 
   std::vector<std::string> argv_s = {"sepfs"};
   if (req.debug) argv_s.push_back("-d");
-  std::string opts = "fsname=" + req.store + ",subtype=sepfs";
+  std::string opts;
+  if (!FsnameOption(req.store, &opts)) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: out of memory\n", req.store.c_str());
+    return 1;
+  }
+  opts += ",subtype=sepfs";
   if (req.options.default_permissions) opts += ",default_permissions";
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");

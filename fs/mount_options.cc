@@ -1,6 +1,9 @@
 #include "fs/mount_options.h"
 
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -8,10 +11,21 @@ namespace sepfs::fs {
 
 namespace {
 
-bool ParseDouble(const std::string& v, double* out) {
+// A number of seconds from min to kMaxSeconds; strtod alone would also take
+// inf, nan, 1e300 and leading blanks.
+bool ParseSeconds(const std::string& v, double min, double* out) {
+  if (v.empty() || (!std::isdigit(static_cast<unsigned char>(v[0])) && v[0] != '.')) return false;
   char* end = nullptr;
-  *out = std::strtod(v.c_str(), &end);
-  return !v.empty() && end && *end == '\0' && *out >= 0;
+  const double x = std::strtod(v.c_str(), &end);
+  if (!end || *end != '\0' || !std::isfinite(x) || x < min || x > kMaxSeconds) return false;
+  *out = x;
+  return true;
+}
+
+std::string SecondsRange(double min) {
+  std::ostringstream out;
+  out << "seconds from " << min << " to " << std::fixed << std::setprecision(0) << kMaxSeconds;
+  return out.str();
 }
 
 bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) {
@@ -36,6 +50,7 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     const std::string key = opt.substr(0, eq);
     const std::string val = eq == std::string::npos ? "" : opt.substr(eq + 1);
     bool ok = true;
+    std::string accepted;  // said in the message when the value is refused
     if (opt == "nowriteback") {
       o->writeback_cache = false;
     } else if (opt == "flush_on_close") {
@@ -58,12 +73,13 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       unsigned us = 0;
       ok = ParseUnsigned(val, 1000000, &us);
       o->cpu_latency = us;
-    } else if (key == "attr_timeout") {
-      ok = ParseDouble(val, &o->attr_timeout);
-    } else if (key == "entry_timeout") {
-      ok = ParseDouble(val, &o->entry_timeout);
+      accepted = "0 to 1000000 microseconds";
+    } else if (key == "attr_timeout" || key == "entry_timeout") {
+      ok = ParseSeconds(val, 0, key == "attr_timeout" ? &o->attr_timeout : &o->entry_timeout);
+      accepted = SecondsRange(0);
     } else if (key == "flush_interval") {
-      ok = ParseDouble(val, &o->flush_interval) && o->flush_interval > 0;
+      ok = ParseSeconds(val, kMinFlushInterval, &o->flush_interval);
+      accepted = SecondsRange(kMinFlushInterval);
     } else if (key == "cache_mb") {
       ok = ParseUnsigned(val, 1u << 16, &o->cache_mb) && o->cache_mb > 0;
     } else if (opt == "noprefetch_seq") {
@@ -90,7 +106,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       if (opt == "ro") o->read_only = true;
       o->passthrough.push_back(opt);
     }
-    if (!ok) return Status::InvalidArgument("bad value in mount option '" + opt + "'");
+    if (!ok) {
+      return Status::InvalidArgument("bad value in mount option '" + opt + "'" +
+                                     (accepted.empty() ? "" : " (" + accepted + ")"));
+    }
   }
   return Status::OK();
 }

@@ -10,6 +10,12 @@
 
 namespace sepfs::fs {
 
+// Bounds of the options given in seconds. inf or 1e300 would overflow the
+// clocks they are added to (the flusher then spins); a flush interval of
+// nanoseconds spins it too.
+constexpr double kMaxSeconds = 1e6;
+constexpr double kMinFlushInterval = 0.001;
+
 struct MountOptions {
   bool writeback_cache = true;     // nowriteback
   // flush_on_close: close(2) waits for the vLog write and reports its errors.
@@ -34,9 +40,9 @@ struct MountOptions {
   std::optional<unsigned> cpu_latency;
   // Every change to the namespace and attributes goes through this mount,
   // and the kernel invalidates what it changes, so long timeouts are safe.
-  double attr_timeout = 60.0;      // attr_timeout=SEC
-  double entry_timeout = 60.0;     // entry_timeout=SEC
-  double flush_interval = 5.0;     // flush_interval=SEC
+  double attr_timeout = 60.0;      // attr_timeout=SEC (0..kMaxSeconds)
+  double entry_timeout = 60.0;     // entry_timeout=SEC (0..kMaxSeconds)
+  double flush_interval = 5.0;     // flush_interval=SEC (kMinFlushInterval..kMaxSeconds)
   unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
   unsigned threads = 8;            // threads=N: FUSE worker threads
   bool prefetch_seq = true;        // noprefetch_seq: no sequential-read prefetch
@@ -51,7 +57,8 @@ struct MountOptions {
 };
 
 // Parses one comma-separated -o string into *opts (may be called repeatedly).
-// Unknown sepfs-looking values (bad numbers) are EINVAL with the option named.
+// Unknown sepfs-looking values (bad numbers, out of bounds, inf or nan) are
+// EINVAL with the option named.
 Status ParseMountOptions(const std::string& text, MountOptions* opts);
 
 }  // namespace sepfs::fs

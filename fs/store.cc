@@ -35,12 +35,10 @@ std::string RandomUuid() {
 }
 
 Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
-  const bool pow2 = o.block_size && (o.block_size & (o.block_size - 1)) == 0;
-  if (!pow2 || o.block_size < 4096 || o.block_size > (4u << 20)) {
+  if (!kv::ValidBlockSize(o.block_size)) {
     return Status::InvalidArgument(dir + ": block size must be a power of two from 4096 to 4 MiB");
   }
-  if (o.segment_size < (1u << 20) || o.segment_size > (1ull << 31) ||
-      o.segment_size < 4ull * o.block_size) {
+  if (!kv::ValidSegmentSize(o.segment_size, o.block_size)) {
     return Status::InvalidArgument(
         dir + ": segment size must be from 1 MiB to 2 GiB and at least 4 blocks");
   }
@@ -120,7 +118,10 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   s->dir_ = dir;
   s->env_ = options.env ? options.env : Env::Default();
   Status st = s->env_->Exists(dir);
-  if (!st.ok()) return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
+  if (st.err() == ENOENT) {
+    return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
+  }
+  if (!st.ok()) return Status::FromErrno(st.err(), dir + ": cannot reach the store directory");
   if (!LooksLikeStore(s->env_, dir)) {
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }

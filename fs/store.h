@@ -39,7 +39,8 @@ struct StoreOptions {
 class Store {
  public:
   // Opens an existing store. Errors name the directory and the reason: not a
-  // store (ENOENT/EINVAL), newer format (EPROTONOSUPPORT), in use (EBUSY).
+  // store (ENOENT/EINVAL), newer format (EPROTONOSUPPORT), in use (EBUSY);
+  // a directory that cannot be checked keeps its errno (EACCES, ENOTDIR, ...).
   static Status Open(const std::string& dir, const StoreOptions& options,
                      std::unique_ptr<Store>* out);
   ~Store();

@@ -171,6 +171,16 @@ Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p) {
   return Status::OK();
 }
 
+bool ValidBlockSize(uint32_t block_size) {
+  const bool pow2 = block_size != 0 && (block_size & (block_size - 1)) == 0;
+  return pow2 && block_size >= kMinBlockSize && block_size <= kMaxBlockSize;
+}
+
+bool ValidSegmentSize(uint64_t segment_size, uint32_t block_size) {
+  return segment_size >= kMinSegmentSize && segment_size <= kMaxSegmentSize &&
+         segment_size >= kMinBlocksPerSegment * block_size;
+}
+
 std::string EncodeSuperblock(const Superblock& s) {
   Writer w(kSuperFixedSize + s.uuid.size());
   w.U8(kRecordVersion);
@@ -212,6 +222,17 @@ Status DecodeSuperblock(std::string_view src, Superblock* s) {
   out.created = static_cast<int64_t>(in.U64());
   out.uuid = std::string(in.Bytes());
   if (!in.done()) return Status::Corruption("superblock: truncated or has trailing bytes");
+  if (!ValidBlockSize(out.block_size)) {
+    return Status::Corruption("superblock: block_size " + std::to_string(out.block_size) +
+                              " is not a power of two from " + std::to_string(kMinBlockSize) +
+                              " to " + std::to_string(kMaxBlockSize));
+  }
+  if (!ValidSegmentSize(out.segment_size, out.block_size)) {
+    return Status::Corruption("superblock: segment_size " + std::to_string(out.segment_size) +
+                              " is not from " + std::to_string(kMinSegmentSize) + " to " +
+                              std::to_string(kMaxSegmentSize) + " bytes and at least " +
+                              std::to_string(kMinBlocksPerSegment) + " blocks");
+  }
   *s = std::move(out);
   return Status::OK();
 }

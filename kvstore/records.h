@@ -53,6 +53,20 @@ constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
 constexpr uint32_t kMetaFormatVersion = 2;
 constexpr uint32_t kMetaFormatLifetimeStreams = 2;
 
+// Bounds of the store geometry: mkfs refuses values outside them, and so
+// does DecodeSuperblock (with Corruption), so no crafted superblock reaches
+// a division by block_size or a segment too small for one block.
+constexpr uint32_t kMinBlockSize = 4096;
+constexpr uint32_t kMaxBlockSize = 4u << 20;
+constexpr uint64_t kMinSegmentSize = 1ull << 20;
+constexpr uint64_t kMaxSegmentSize = 1ull << 31;
+constexpr uint64_t kMinBlocksPerSegment = 4;
+// A power of two from kMinBlockSize to kMaxBlockSize.
+bool ValidBlockSize(uint32_t block_size);
+// From kMinSegmentSize to kMaxSegmentSize and at least kMinBlocksPerSegment
+// blocks of block_size.
+bool ValidSegmentSize(uint64_t segment_size, uint32_t block_size);
+
 // Fixed at mkfs.
 struct Superblock {
   uint64_t magic = kSuperMagic;
@@ -65,7 +79,8 @@ struct Superblock {
 };
 std::string EncodeSuperblock(const Superblock& s);
 // Rejects a wrong magic with Corruption and a newer version with
-// errno EPROTONOSUPPORT ("store format version N is newer than M").
+// errno EPROTONOSUPPORT ("store format version N is newer than M"); a
+// block_size or segment_size out of bounds is Corruption naming the field.
 sepfs::Status DecodeSuperblock(std::string_view src, Superblock* s);
 
 }  // namespace sepfs::kv

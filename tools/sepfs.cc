@@ -7,12 +7,15 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "fs/daemon.h"
+#include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
 #include "fs/repair.h"
@@ -97,10 +100,13 @@ bool WantsHelp(const std::vector<std::string>& args) {
 }
 
 bool ParseSize(const std::string& text, uint64_t* out) {
-  if (text.empty()) return false;
+  // strtoull alone skips blanks, takes a sign (" -1" is 2^64-1) and
+  // saturates on overflow.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
   char* end = nullptr;
+  errno = 0;
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str() || text[0] == '-') return false;
+  if (errno == ERANGE) return false;
   std::string suffix(end);
   uint64_t mul = 1;
   if (suffix == "K" || suffix == "k") {
@@ -238,6 +244,7 @@ int CmdFsck(const std::vector<std::string>& args) {
   auto progress = [](const std::string& line) {
     std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());
   };
+  fs::RaiseFileLimit();
   if (repair) {
     fs::RepairReport rep;
     Status st = fs::Repair(store, fs::StoreOptions{}, &rep, progress);
@@ -289,6 +296,7 @@ int CmdStats(const std::vector<std::string>& args) {
     std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
     return 0;
   }
+  fs::RaiseFileLimit();
   fs::FsOptions o;
   o.read_only = true;
   std::unique_ptr<fs::Filesystem> f;
@@ -322,6 +330,7 @@ int CmdGc(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  fs::RaiseFileLimit();
   fs::FsOptions o;
   o.gc = "off";  // no background thread; the pass below runs in the foreground
   std::unique_ptr<fs::Filesystem> f;

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -455,6 +456,27 @@ TEST_F(PersistTest, StoreOpenErrorsNameTheDirectory) {
   EXPECT_FALSE(store);
   // A failed open leaves nothing behind in the directory.
   EXPECT_FALSE(std::filesystem::exists(plain + "/meta"));
+}
+
+// Only a missing directory is "does not exist"; any other failure to reach
+// it keeps its own errno.
+TEST_F(PersistTest, StoreOpenKeepsTheErrnoOfTheDirectoryCheck) {
+  std::unique_ptr<Store> store;
+  const std::string file = tmp_.Sub("regular");
+  std::ofstream(file) << "x";
+  const std::string under_file = file + "/store";
+  Status st = Store::Open(under_file, StoreOptions{}, &store);
+  EXPECT_EQ(st.err(), ENOTDIR) << st.ToString();
+  EXPECT_NE(st.ToString().find(under_file), std::string::npos) << st.ToString();
+  EXPECT_EQ(st.ToString().find("does not exist"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(store);
+
+  const std::string loop = tmp_.Sub("loop");
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0) << std::strerror(errno);
+  st = Store::Open(loop, StoreOptions{}, &store);
+  EXPECT_EQ(st.err(), ELOOP) << st.ToString();
+  EXPECT_EQ(st.ToString().find("does not exist"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(store);
 }
 
 TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryUnlessForced) {

@@ -194,5 +194,49 @@ TEST(Records, SuperblockFlippedRecordVersionIsCorruption) {
   EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(zero), &back).IsCorruption());
 }
 
+// A crafted superblock with a geometry mkfs never writes is refused, naming
+// the field, rather than reaching a division by zero.
+TEST(Records, SuperblockOutOfRangeGeometryIsCorruption) {
+  struct Case {
+    uint32_t block_size;
+    uint64_t segment_size;
+    const char* field;
+  };
+  const Case cases[] = {
+      {0, 64ull << 20, "block_size"},
+      {1000, 64ull << 20, "block_size"},       // not a power of two
+      {2048, 64ull << 20, "block_size"},       // too small
+      {8u << 20, 64ull << 20, "block_size"},   // too large
+      {1u << 31, 64ull << 20, "block_size"},
+      {4096, 0, "segment_size"},
+      {4096, (1ull << 20) - 1, "segment_size"},
+      {4096, (1ull << 31) + 1, "segment_size"},
+      {4096, UINT64_MAX, "segment_size"},
+      {4u << 20, 8ull << 20, "segment_size"},  // fewer than 4 blocks
+  };
+  for (const Case& c : cases) {
+    Superblock s = SampleSuper();
+    s.block_size = c.block_size;
+    s.segment_size = c.segment_size;
+    Superblock back;
+    back.uuid = "untouched";
+    Status st = DecodeSuperblock(EncodeSuperblock(s), &back);
+    EXPECT_TRUE(st.IsCorruption()) << c.block_size << "/" << c.segment_size << ": "
+                                   << st.ToString();
+    EXPECT_NE(st.ToString().find(c.field), std::string::npos) << st.ToString();
+    EXPECT_EQ(back.uuid, "untouched");
+  }
+  // The bounds themselves are fine.
+  for (const Case& c : {Case{4096, 1ull << 20, ""}, Case{4u << 20, 1ull << 31, ""},
+                        Case{4u << 20, 16ull << 20, ""}}) {
+    Superblock s = SampleSuper();
+    s.block_size = c.block_size;
+    s.segment_size = c.segment_size;
+    Superblock back;
+    EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(s), &back).ok())
+        << c.block_size << "/" << c.segment_size;
+  }
+}
+
 }  // namespace
 }  // namespace sepfs::kv

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -129,6 +130,15 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
       {"mkfs", "--block-size=1000", store()},  // not a power of two
       {"mkfs", "--segment-size=0", store()},
       {"mkfs", "--block-size=notanumber", store()},
+      // strtoull alone skips blanks, takes a sign (" -1" is 2^64-1) and
+      // saturates at 2^64-1.
+      {"mkfs", "--capacity= -1", store()},
+      {"mkfs", "--capacity=-1", store()},
+      {"mkfs", "--capacity=99999999999999999999", store()},
+      {"mkfs", "--capacity=18446744073709551616", store()},
+      {"mkfs", "--capacity=17179869184G", store()},  // 2^64: overflows with the suffix
+      {"mkfs", "--capacity=+1G", store()},
+      {"mkfs", "--segment-size= 8M", store()},
       {"mkfs", "--no-such-option", store()},
       {"mkfs"},  // no store
   };
@@ -139,6 +149,7 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
     EXPECT_FALSE(r.timed_out);
     struct stat st {};
     EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0) << what;
+    if (r.exit_code == 0) RemoveTree(store());  // keep the next case independent
   }
   ASSERT_NO_FATAL_FAILURE(
       Mkfs({"--block-size=4096", "--segment-size=8388608"}));
@@ -214,6 +225,27 @@ TEST_F(NoStoreTest, MountRefusesWhatIsNotAStore) {
   }
 }
 
+// The store path is the mount's source (libfuse's fsname=), handed over in
+// a comma-separated option list: a comma or backslash in it must neither
+// split it nor change it.
+TEST_F(NoStoreTest, StorePathWithCommasAndBackslashesMounts) {
+  int i = 0;
+  for (const std::string name : {"st,ore", "a\\b,,c\\", "x\\054y"}) {
+    SCOPED_TRACE(name);
+    set_store(root() + "/" + name);
+    ASSERT_NO_FATAL_FAILURE(Mkfs());
+    ASSERT_NO_FATAL_FAILURE(Mount());
+    EXPECT_EQ(MountSource(mnt()), store());
+    const std::string data = RandomBytes(kMiB + i, 40 + i);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+    ASSERT_NO_FATAL_FAILURE(Remount());
+    EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    Fsck();
+    ++i;
+  }
+}
+
 TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
   struct Case {
     const char* what;
@@ -245,7 +277,8 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
                           "max_write=12", "prefetch_threads=0", "flush_interval=-1",
-                          "max_dirty_ratio=51", "max_dirty_ratio=-1"}) {
+                          "max_dirty_ratio=51", "max_dirty_ratio=-1", "flush_interval=inf",
+                          "flush_interval=1e300", "attr_timeout=nan", "entry_timeout=-1"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
     EXPECT_FALSE(r.timed_out) << opt;
     EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
@@ -336,6 +369,47 @@ TEST_F(UnmountedTest, StatsAndHelp) {
     r = RunSepfs(args, 20);
     EXPECT_FALSE(r.timed_out);
     EXPECT_NE(r.exit_code, 0) << r.Describe();
+  }
+}
+
+// Lowers the soft RLIMIT_NOFILE of this process (and so of the commands it
+// starts) for its lifetime.
+class LowSoftFileLimit {
+ public:
+  explicit LowSoftFileLimit(rlim_t soft) {
+    ok_ = ::getrlimit(RLIMIT_NOFILE, &saved_) == 0;
+    struct rlimit low = saved_;
+    low.rlim_cur = soft;
+    ok_ = ok_ && ::setrlimit(RLIMIT_NOFILE, &low) == 0;
+  }
+  ~LowSoftFileLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  bool ok() const { return ok_; }
+  rlim_t hard() const { return saved_.rlim_max; }
+
+ private:
+  struct rlimit saved_ {};
+  bool ok_ = false;
+};
+
+// The value log keeps a descriptor per segment open; fsck, stats and gc of
+// an unmounted store raise the soft limit to the hard one as the daemon
+// does, so a store of more segments than the soft limit still opens.
+TEST_F(NoStoreTest, ToolsOpenStoresOfMoreSegmentsThanTheSoftFileLimit) {
+  constexpr rlim_t kSoft = 32;
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--block-size=4096", "--segment-size=1M"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(48 * kMiB, 31)));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  const size_t segments = SegmentFiles(store()).size();
+  ASSERT_GT(segments, kSoft);
+  LowSoftFileLimit limit(kSoft);
+  ASSERT_TRUE(limit.ok()) << strerror(errno);
+  ASSERT_GT(limit.hard(), segments + 64) << "no room above the soft limit";
+  for (const char* cmd : {"fsck", "stats", "gc"}) {
+    CmdResult r = RunSepfs({cmd, store()});
+    EXPECT_EQ(r.exit_code, 0) << cmd << " with a soft limit of " << kSoft << " descriptors and "
+                              << segments << " segments\n"
+                              << r.Describe();
   }
 }
 

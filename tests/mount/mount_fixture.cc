@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -211,6 +212,21 @@ bool IsMountpoint(const std::string& path) {
     }
   }
   return false;
+}
+
+std::string MountSource(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line, source;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string x; fields >> x;) f.push_back(x);
+    if (f.size() < 5 || UnescapeMountinfo(f[4]) != path) continue;
+    // Optional fields end at "-"; the file system type and source follow.
+    auto dash = std::find(f.begin() + 5, f.end(), "-");
+    if (dash != f.end() && f.end() - dash >= 3) source = UnescapeMountinfo(*(dash + 2));
+  }
+  return source;
 }
 
 std::string RandomBytes(size_t n, uint64_t seed) {

@@ -92,6 +92,9 @@ CmdResult RunSepfs(const std::vector<std::string>& args, int timeout_s = 120);
 
 // True when path is a mountpoint according to /proc/self/mountinfo.
 bool IsMountpoint(const std::string& path);
+// The source ("device", for sepfs the store) of the newest mount at path,
+// unescaped, from /proc/self/mountinfo; "" when nothing is mounted there.
+std::string MountSource(const std::string& path);
 
 // Deterministic pseudo-random bytes.
 std::string RandomBytes(size_t n, uint64_t seed);

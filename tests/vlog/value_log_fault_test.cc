@@ -224,7 +224,9 @@ TEST_F(ValueLogFaultTest, ScanStopsAtCorruptRecordInTheMiddle) {
   EXPECT_EQ(bad, 1);
 }
 
-TEST_F(ValueLogFaultTest, DamagedSegmentHeaderIsKeptAndReadsFail) {
+// A damaged header keeps the segment out of scans (and so out of GC), while
+// each record behind it still reads, verified on its own.
+TEST_F(ValueLogFaultTest, DamagedSegmentHeaderIsKeptAndRecordsVerifyAlone) {
   auto all = WriteAndClose(3, 100);
   const uint32_t seg = all[0].ptr.segment;
   FlipByte(seg, 8);  // segment_id field of the header
@@ -232,9 +234,7 @@ TEST_F(ValueLogFaultTest, DamagedSegmentHeaderIsKeptAndReadsFail) {
   bool listed = false;
   for (const SegmentInfo& s : vlog_->Segments()) listed |= s.id == seg;
   EXPECT_TRUE(listed);
-  Status st = ReadBack(all[0]);
-  EXPECT_EQ(st.err(), EIO);
-  EXPECT_TRUE(st.IsCorruption());
+  for (const Written& w : all) EXPECT_TRUE(ReadBack(w).ok());
   EXPECT_TRUE(vlog_->ScanSegment(seg, [](auto&&...) { return true; }).IsCorruption());
   // Its records still count for the sequence numbers, and new segments get new ids.
   Written next = Put(Stream::kHot, 5, 0, 10);
@@ -242,14 +242,17 @@ TEST_F(ValueLogFaultTest, DamagedSegmentHeaderIsKeptAndReadsFail) {
   EXPECT_GT(next.ptr.segment, seg);
 }
 
-TEST_F(ValueLogFaultTest, ShortSegmentFileIsDamagedNotFatal) {
+// A segment file shorter than a header (a crash while creating it) is
+// removed at open, and its id is not handed out again.
+TEST_F(ValueLogFaultTest, ShortSegmentFileIsRemovedNotFatal) {
   ASSERT_EQ(::mkdir(dir_.c_str(), 0700), 0);
   int fd = ::open(SegPath(3).c_str(), O_CREAT | O_WRONLY, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::write(fd, "VSEG", 4), 4);
   ::close(fd);
   OpenLog();
-  ASSERT_EQ(vlog_->Segments().size(), 1u);
+  EXPECT_EQ(vlog_->Segments().size(), 0u);
+  EXPECT_NE(::access(SegPath(3).c_str(), F_OK), 0);
   Written w = Put(Stream::kHot, 1, 0, 10);
   EXPECT_EQ(w.ptr.segment, 4u);
   BlockPtr p{3, 64, 10, 1};

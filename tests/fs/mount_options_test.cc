@@ -1,0 +1,50 @@
+// -o option parsing: numbers in seconds must be finite and within bounds.
+#include "fs/mount_options.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+namespace sepfs::fs {
+namespace {
+
+TEST(MountOptions, SecondsWithinBoundsAreTaken) {
+  MountOptions o;
+  ASSERT_TRUE(ParseMountOptions("attr_timeout=0,entry_timeout=2.5,flush_interval=.5", &o).ok());
+  EXPECT_EQ(o.attr_timeout, 0.0);
+  EXPECT_EQ(o.entry_timeout, 2.5);
+  EXPECT_EQ(o.flush_interval, 0.5);
+  ASSERT_TRUE(ParseMountOptions("attr_timeout=1000000,flush_interval=0.001", &o).ok());
+  EXPECT_EQ(o.attr_timeout, 1e6);
+  EXPECT_EQ(o.flush_interval, 0.001);
+}
+
+// inf or 1e300 seconds overflow the clock a wait is added to (the flusher
+// then spins); nan, negatives and blanks are no number of seconds.
+TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
+  for (const char* key : {"attr_timeout", "entry_timeout", "flush_interval"}) {
+    for (const char* val : {"inf", "INF", "infinity", "nan", "-nan", "1e300", "1000001", "-1",
+                            "-0.5", " 1", "+1", "1s", "", "0x", "."}) {
+      const std::string opt = std::string(key) + "=" + val;
+      MountOptions o;
+      Status st = ParseMountOptions(opt, &o);
+      EXPECT_FALSE(st.ok()) << opt;
+      EXPECT_EQ(st.err(), EINVAL) << opt;
+      EXPECT_NE(st.ToString().find("bad value in mount option '" + opt + "'"), std::string::npos)
+          << st.ToString();
+      EXPECT_NE(st.ToString().find("seconds from"), std::string::npos) << st.ToString();
+      EXPECT_EQ(o.attr_timeout, MountOptions{}.attr_timeout) << opt;
+      EXPECT_EQ(o.entry_timeout, MountOptions{}.entry_timeout) << opt;
+      EXPECT_EQ(o.flush_interval, MountOptions{}.flush_interval) << opt;
+    }
+  }
+  // A flush interval of no time at all, or of a nanosecond, spins the flusher.
+  for (const char* opt : {"flush_interval=0", "flush_interval=1e-9"}) {
+    MountOptions o;
+    EXPECT_FALSE(ParseMountOptions(opt, &o).ok()) << opt;
+  }
+}
+
+}  // namespace
+}  // namespace sepfs::fs
