@@ -22,8 +22,9 @@ Status CpuLatencyRequest::Hold(unsigned usec) {
   if (fd < 0) return Status::FromErrno(errno, kDevice);
   // The device takes a binary 32-bit value; the request lives as long as fd.
   const int32_t value = static_cast<int32_t>(usec);
-  if (::write(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) {
-    const int err = errno ? errno : EIO;
+  const ssize_t n = ::write(fd, &value, sizeof value);
+  if (n != static_cast<ssize_t>(sizeof value)) {
+    const int err = n < 0 ? errno : EIO;
     ::close(fd);
     return Status::FromErrno(err, kDevice);
   }

@@ -82,6 +82,9 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   rep.unclean = !clean;
   LoadedCounts lc;
   SEPFS_RETURN_IF_ERROR(LoadCounts(meta_, &lc));
+  // Checkpoint ids stay taken even if the file is gone, so replay's "every
+  // id up to max_segment is older than the checkpoint" holds.
+  if (lc.have_checkpoint) vlog_->ReserveSegmentIds(lc.heads.max_segment);
   rep.journal_entries = lc.entry_numbers.size();
   const bool have = lc.have_checkpoint && lc.consistent;
   journal_ = std::make_unique<LiveJournal>(have ? lc.live : std::map<uint32_t, uint64_t>{},

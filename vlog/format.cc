@@ -51,6 +51,7 @@ void EncodeSegmentHeader(const SegmentHeader& h, char* dst) {
   Put32(dst + 0, kSegmentMagic);
   Put8(dst + 4, kFormatVersion);
   Put8(dst + 5, h.stream);
+  Put8(dst + 6, h.flags);
   Put32(dst + 8, h.segment_id);
   Put64(dst + 16, h.create_time);
   Put64(dst + kSegmentChecksumOffset, XXH3_64bits(dst, kSegmentChecksumOffset));
@@ -84,6 +85,7 @@ Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
     return Status::Corruption("segment header: unknown stream " + std::to_string(stream));
   }
   h->stream = stream;
+  h->flags = Get8(src + 6);
   h->segment_id = Get32(src + 8);
   h->create_time = Get64(src + 16);
   return Status::OK();

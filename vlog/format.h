@@ -11,7 +11,8 @@
 //     0    4 magic        kSegmentMagic
 //     4    1 version      kFormatVersion
 //     5    1 stream       Stream the segment was opened for
-//     6    2 reserved     0
+//     6    1 flags        kSegmentRewritten, else 0
+//     7    1 reserved     0
 //     8    4 segment_id
 //    12    4 reserved     0
 //    16    8 create_time  seconds since the epoch
@@ -67,8 +68,14 @@ constexpr int kNumStreams = 4;
 // "hot", "cold", "warm", "frozen".
 const char* StreamName(Stream s);
 
+// Segment header flag: the header was rewritten by repair (the original
+// was damaged), so `stream` is a guess and the segment's records are not
+// ordered with the stream's other segments.
+constexpr uint8_t kSegmentRewritten = 1;
+
 struct SegmentHeader {
   uint8_t stream = 0;
+  uint8_t flags = 0;
   uint32_t segment_id = 0;
   uint64_t create_time = 0;
 };

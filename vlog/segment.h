@@ -24,6 +24,7 @@ struct Segment {
   // reads still verify each record on its own.
   Status damage;
   uint64_t create_time = 0;    // from the header
+  bool rewritten = false;      // header flag kSegmentRewritten
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};

@@ -75,6 +75,7 @@ class ValueLog::Impl {
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;
+  void ReserveSegmentIds(uint32_t max_used);
   Status CutTornTailAt(uint32_t id, uint64_t offset);
   Status DeleteSegment(uint32_t id);
   Status RewriteHeader(uint32_t id);
@@ -207,6 +208,7 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
   }
   seg->stream = static_cast<Stream>(h.stream);
   seg->create_time = h.create_time;
+  seg->rewritten = (h.flags & kSegmentRewritten) != 0;
   return Status::OK();
 }
 
@@ -223,14 +225,16 @@ Status ValueLog::Impl::CutTornTail(Segment& seg, uint64_t offset) {
 }
 
 // The highest seq is in the newest segment of some stream that has records.
-// Damaged segments (stream unknown) are scanned too, past their header.
+// Damaged segments (stream unknown) and segments whose header repair
+// rewrote (stream guessed) are scanned too, and stand for no stream.
 Status ValueLog::Impl::LearnMaxSeq() {
   uint64_t max_seq = 0;
   bool stream_done[kNumStreams] = {};
   for (auto it = segs_.rbegin(); it != segs_.rend(); ++it) {
     Segment& seg = *it->second;
     const bool damaged = seg.damaged();
-    if (!damaged && stream_done[static_cast<int>(seg.stream)]) continue;
+    const bool streamless = damaged || seg.rewritten;
+    if (!streamless && stream_done[static_cast<int>(seg.stream)]) continue;
     if (seg.file == nullptr) continue;
     SegmentReader reader(seg.file.get(), seg.id, seg.flushed.load());
     bool found = false;
@@ -255,7 +259,7 @@ Status ValueLog::Impl::LearnMaxSeq() {
       max_seq = std::max(max_seq, h.seq);
       seg.NoteSeq(h.seq);
     }
-    if (found && !damaged) stream_done[static_cast<int>(seg.stream)] = true;
+    if (found && !streamless) stream_done[static_cast<int>(seg.stream)] = true;
   }
   next_seq_ = max_seq + 1;
   return Status::OK();
@@ -710,6 +714,11 @@ std::vector<StreamHead> ValueLog::Impl::Heads() const {
   return out;
 }
 
+void ValueLog::Impl::ReserveSegmentIds(uint32_t max_used) {
+  std::unique_lock lk(segs_mu_);
+  next_id_ = std::max<uint64_t>(next_id_, uint64_t{max_used} + 1);
+}
+
 uint32_t ValueLog::Impl::MaxSegmentId() const {
   std::shared_lock lk(segs_mu_);
   return static_cast<uint32_t>(next_id_ - 1);
@@ -752,6 +761,7 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   if (seg->open.load()) return Status::FromErrno(EBUSY, SegName(id) + " is open for appends");
   SegmentHeader h;
   h.stream = static_cast<uint8_t>(Stream::kCold);
+  h.flags = kSegmentRewritten;
   h.segment_id = id;
   h.create_time = static_cast<uint64_t>(std::time(nullptr));
   char raw[kSegmentHeaderSize];
@@ -838,6 +848,7 @@ Status ValueLog::CutTornTail(uint32_t id, uint64_t offset) {
   return impl_->CutTornTailAt(id, offset);
 }
 uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
+void ValueLog::ReserveSegmentIds(uint32_t max_used) { impl_->ReserveSegmentIds(max_used); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
 Status ValueLog::RewriteHeader(uint32_t id) { return impl_->RewriteHeader(id); }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }

@@ -214,6 +214,9 @@ class ValueLog {
   // offset of its segment, plus every record of a segment with a larger id.
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;  // 0 if no segment was ever created
+  // New segments get ids above max_used: a checkpoint's MaxSegmentId may
+  // name a segment whose file is gone (an unfinished one Open removed).
+  void ReserveSegmentIds(uint32_t max_used);
 
   // Deletes sealed segment `id`: it leaves the segment map (later reads of
   // pointers into it return Corruption, its id is never handed out again by
@@ -232,7 +235,10 @@ class ValueLog {
   // Gives a sealed segment whose header is damaged a new, durable header
   // (stream cold, this id, created now); its records, each verified by its
   // own checksum, were readable before and stay so, and the segment becomes
-  // collectable again. For offline repair. OK if the header is fine.
+  // collectable again. The header carries kSegmentRewritten, so the next
+  // Open does not take the segment for its stream's newest. Offline repair
+  // only: live counts or deletes racing with it may be lost. OK if the
+  // header is fine.
   // Errors: NotFound, EBUSY for an open segment, I/O errors.
   Status RewriteHeader(uint32_t id);
 

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "fs/live_journal.h"
 #include "fs_test_util.h"
 #include "kvstore/schema.h"
+#include "vlog/format.h"
 
 namespace sepfs::fs::testing {
 namespace {
@@ -132,6 +135,30 @@ TEST_F(RecoveryTest, UncleanMountReadsOnlyWhatFollowsTheCheckpoint) {
   EXPECT_EQ(fs_->recovery().records_scanned, 0u);
   EXPECT_EQ(fs_->recovery().journal_entries, 0u);
   EXPECT_EQ(Live(), after_crash);
+}
+
+// A crash while creating a segment leaves its file shorter than a header;
+// the next open removes it, and the checkpoint written after that names its
+// id as the highest. That id must never be handed out again: replay takes
+// every id up to the checkpoint's highest for a segment sealed before it.
+TEST_F(RecoveryTest, RemovedUnfinishedSegmentIdIsNeverReused) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(1, 3000)));
+  ASSERT_OK(fs_->Flush(f));
+  uint32_t max_id = 0;
+  for (const auto& s : fs_->store()->vlog()->Segments()) max_id = std::max(max_id, s.id);
+  CloseFs();
+  const uint32_t unfinished = max_id + 1;
+  std::ofstream(VlogDir(store_dir_) + "/" + vlog::SegmentFileName(unfinished)) << "VSEG";
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));  // removes it
+  Reopen();  // a clean checkpoint in between; the file is gone now
+  const uint64_t g = Create(kRoot, "g");
+  ASSERT_OK(fs_->Write(g, 0, Payload(2, 3000)));
+  ASSERT_OK(fs_->Flush(g));
+  for (const auto& s : fs_->store()->vlog()->Segments()) EXPECT_NE(s.id, unfinished);
+  EXPECT_TRUE(ReadAll(f) == Payload(1, 3000));
+  EXPECT_TRUE(ReadAll(g) == Payload(2, 3000));
+  ExpectFsckClean();
 }
 
 // A record past the checkpoint whose pointer a later truncate, hole punch,

@@ -15,6 +15,7 @@ namespace {
 SegmentHeader SampleSegmentHeader() {
   SegmentHeader h;
   h.stream = 1;
+  h.flags = kSegmentRewritten;
   h.segment_id = 0xA1B2C3D4;
   h.create_time = 1700000000;
   return h;
@@ -26,6 +27,7 @@ TEST(SegmentHeaderTest, RoundTrip) {
   SegmentHeader h;
   ASSERT_TRUE(DecodeSegmentHeader(raw, &h).ok());
   EXPECT_EQ(h.stream, 1);
+  EXPECT_EQ(h.flags, kSegmentRewritten);
   EXPECT_EQ(h.segment_id, 0xA1B2C3D4u);
   EXPECT_EQ(h.create_time, 1700000000u);
 }
@@ -36,9 +38,10 @@ TEST(SegmentHeaderTest, LayoutIsLittleEndianPerTable) {
   EXPECT_EQ(std::string(raw, 4), "VSEG");
   EXPECT_EQ(raw[4], kFormatVersion);
   EXPECT_EQ(raw[5], 1);
+  EXPECT_EQ(raw[6], kSegmentRewritten);
   EXPECT_EQ(static_cast<uint8_t>(raw[8]), 0xD4);
   EXPECT_EQ(static_cast<uint8_t>(raw[11]), 0xA1);
-  for (int i : {6, 7, 12, 13, 14, 15}) EXPECT_EQ(raw[i], 0) << i;
+  for (int i : {7, 12, 13, 14, 15}) EXPECT_EQ(raw[i], 0) << i;
   for (int i = 24; i < 56; ++i) EXPECT_EQ(raw[i], 0) << i;
   uint64_t sum;
   std::memcpy(&sum, raw + 56, 8);

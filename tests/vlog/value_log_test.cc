@@ -562,5 +562,47 @@ TEST_F(ValueLogTest, RecordsBehindADamagedHeaderStayReadable) {
   EXPECT_EQ(got, std::string(5000, 'a'));
 }
 
+// A rewritten header's stream is a guess: the segment must not stand for
+// its stream's newest when the next Open learns the highest seq. Here the
+// rewritten segment (once hot) is newer than the cold segment that holds
+// the highest seq.
+TEST_F(ValueLogTest, RewrittenSegmentDoesNotHideItsStreamsNewestSeq) {
+  OpenLog();
+  BlockPtr c1, r, c2;
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 1, 0, "first", &c1).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 2, 0, "second", &r).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 3, 0, "third", &c2).ok());
+  ASSERT_LT(c1.segment, r.segment);
+  ASSERT_EQ(c1.segment, c2.segment);
+  vlog_.reset();
+  {
+    std::fstream f(dir_ + "/" + SegmentFileName(r.segment),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put(static_cast<char>(0x77));
+  }
+  OpenLog();
+  ASSERT_TRUE(vlog_->RewriteHeader(r.segment).ok());
+  Reopen();
+  BlockPtr next;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 4, 0, "fourth", &next).ok());
+  EXPECT_GT(next.seq, c2.seq);
+  std::string got(6, '\0');
+  EXPECT_TRUE(vlog_->Read(r, 2, 0, got.data()).ok());
+}
+
+TEST_F(ValueLogTest, ReservedSegmentIdsAreSkipped) {
+  OpenLog();
+  vlog_->ReserveSegmentIds(40);
+  BlockPtr p;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 0, "x", &p).ok());
+  EXPECT_EQ(p.segment, 41u);
+  vlog_->ReserveSegmentIds(7);  // lower: no effect
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 1, "y", &p).ok());
+  EXPECT_EQ(p.segment, 42u);
+}
+
 }  // namespace
 }  // namespace sepfs::vlog
