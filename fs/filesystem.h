@@ -65,9 +65,6 @@ struct RecoveryReport {
   bool full_recount = false;       // every block pointer was read
   uint64_t pointers_checked = 0;   // by the full recount
   uint64_t pointers_dropped = 0;   // named records lost in a crash
-  // Named records that should have survived any crash (the checkpoint
-  // found them durable) but are gone: kept, reads fail; fsck reports them.
-  uint64_t pointers_damaged = 0;
   uint64_t journal_entries = 0;    // live-count journal entries since the checkpoint
   uint64_t records_scanned = 0;    // vLog records past the checkpoint heads
   uint64_t bytes_scanned = 0;
@@ -230,16 +227,14 @@ class Filesystem {
   // Segment live counts at mount: RestoreLiveCounts takes the ones persisted
   // at the last clean unmount (restored=false if there are none usable);
   // RebuildLiveCounts recounts every block pointer (and after an unclean
-  // shutdown drops those whose record never reached its segment, unless
-  // `heads`, the last checkpoint's, shows the record was durable by then).
+  // shutdown drops those whose record never reached its segment).
   // Mount-time counts and recovery (recovery.cc).
   Status StartCounts(bool clean, const std::string& store_dir);
   class LostPointers;
   bool InstallCounts(const std::map<uint32_t, uint64_t>& live,
                      const std::map<uint32_t, uint64_t>& ages);
   Status DropLostPointers(const LoadedCounts& lc);
-  Status RebuildLiveCounts(bool unclean, const VlogHeads* heads, uint64_t* checked,
-                           uint64_t* dropped);
+  Status RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped);
   Status ReplayFromHeads(const VlogHeads& heads);
   Status WriteCheckpoint(bool clean);
   bool CheckpointDue();

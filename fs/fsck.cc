@@ -216,14 +216,9 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   // After an unclean shutdown, a pointer whose record lies past the end of
   // its segment was written to the LevelDB log while its record (written,
   // not synced) was lost: the mount drops it (see RebuildLiveCounts), so it
-  // is a note here, like an orphan, not damage. Unless the last checkpoint
-  // found the record durable: then no crash explains it (the mount keeps
-  // such a pointer, and it is an error here).
+  // is a note here, like an orphan, not damage.
   uint64_t clean_flag = 0;
   const bool unclean = !(meta->GetCounter("clean", &clean_flag).ok() && clean_flag);
-  LoadedCounts lc;
-  SEPFS_RETURN_IF_ERROR(LoadCounts(meta, &lc));
-  const VlogHeads* heads = lc.have_checkpoint && lc.consistent ? &lc.heads : nullptr;
   std::unordered_map<uint64_t, uint64_t> sectors;  // regular inode -> units its pointers hold
   std::map<uint32_t, uint64_t> referenced;  // segment -> bytes named by decodable pointers
   std::string buf;
@@ -257,8 +252,7 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
       return true;
     }
     const bool beyond_eof = block >= it->second.size / bs + (it->second.size % bs != 0);
-    const bool crash_loss = unclean && MayPostdateCheckpoint(heads, p);
-    if (!seg_ids.count(p.segment) && crash_loss) {
+    if (!seg_ids.count(p.segment) && unclean) {
       add({FsckKind::kPointerSegmentMissing, false, ino, block, p.segment, std::string(key),
            where + ": segment " + std::to_string(p.segment) +
                " was lost in a crash before it was synced (dropped at next mount)"});
@@ -270,7 +264,7 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
           block);
       return true;
     }
-    if (crash_loss && p.offset + p.record_size() > seg_size[p.segment]) {
+    if (unclean && p.offset + p.record_size() > seg_size[p.segment]) {
       add({FsckKind::kPointerBadRecord, false, ino, block, p.segment, std::string(key),
            where + ": record lost in a crash before it was synced (dropped at next mount)"});
       return true;
@@ -356,6 +350,8 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   // equal the bytes every block pointer names, clean or not: entries commit
   // with the pointers. (A pointer fsck reports for another reason still
   // counts: the counters track references, the errors above track damage.)
+  LoadedCounts lc;
+  SEPFS_RETURN_IF_ERROR(LoadCounts(meta, &lc));
   const std::string key = kv::CounterKey(kSegmentUsageCounter);
   if (!lc.have_checkpoint) {
     rep->notes.push_back("no segment counter checkpoint: counters are rebuilt at next mount");

@@ -135,14 +135,6 @@ Status DecodeVlogHeads(std::string_view src, VlogHeads* out) {
   return Status::OK();
 }
 
-bool MayPostdateCheckpoint(const VlogHeads* heads, const vlog::BlockPtr& p) {
-  if (heads == nullptr || p.segment > heads->max_segment) return true;
-  for (const vlog::StreamHead& h : heads->heads) {
-    if (h.segment == p.segment) return p.offset + p.record_size() > h.offset;
-  }
-  return false;  // sealed and synced before the checkpoint
-}
-
 Status LoadCounts(kv::MetaStore* meta, LoadedCounts* out) {
   *out = LoadedCounts{};
   std::string base, ages, heads;

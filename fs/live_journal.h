@@ -81,11 +81,6 @@ struct VlogHeads {
 std::string EncodeVlogHeads(const VlogHeads& h);
 Status DecodeVlogHeads(std::string_view src, VlogHeads* out);
 
-// Whether the record at p may have been appended after the checkpoint
-// `heads` (which synced every record before it), so that a power loss can
-// explain its absence; true if no checkpoint is known (heads == nullptr).
-bool MayPostdateCheckpoint(const VlogHeads* heads, const vlog::BlockPtr& p);
-
 // What the store holds: the last checkpoint plus the entries since.
 struct LoadedCounts {
   bool have_checkpoint = false;  // false: an old or repaired store; recount

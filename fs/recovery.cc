@@ -16,35 +16,12 @@ namespace sepfs::fs {
 // Pointers that name records a power loss took: the record lies past the
 // end of what survived of its segment, or its segment is gone. Each is
 // dropped (the block becomes a hole), logged, and taken off its inode's
-// st_blocks; Commit writes it all in one synced batch. A record the last
-// checkpoint found durable (`heads`) cannot have been lost in a crash: its
-// pointer is damage, kept for fsck to report (and for a restored segment
-// file to serve again), never dropped here.
+// st_blocks; Commit writes it all in one synced batch.
 class Filesystem::LostPointers {
  public:
-  LostPointers(kv::MetaStore* meta, const std::vector<vlog::SegmentInfo>& segs,
-               const VlogHeads* heads)
-      : meta_(meta), heads_(heads) {
+  LostPointers(kv::MetaStore* meta, const std::vector<vlog::SegmentInfo>& segs) : meta_(meta) {
     for (const auto& seg : segs) size_[seg.id] = seg.size;
   }
-
-  // Whether a power loss explains the record's absence.
-  bool CrashCanExplain(const vlog::BlockPtr& p) const {
-    return MayPostdateCheckpoint(heads_, p);
-  }
-
-  void KeepDamaged(std::string_view key, const vlog::BlockPtr& p) {
-    uint64_t ino = 0, block = 0;
-    (void)kv::ParseBlockKey(key, &ino, &block);
-    std::fprintf(stderr,
-                 "sepfs: recovery: inode %llu block %llu names segment %u offset %llu, which was "
-                 "durable at the last checkpoint and is gone now: the pointer is kept, reads of "
-                 "the block fail with EIO (run sepfs fsck)\n",
-                 static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
-                 p.segment, static_cast<unsigned long long>(p.offset));
-    ++damaged_;
-  }
-  uint64_t damaged() const { return damaged_; }
 
   // Whether `segment` survived up to byte `end`.
   bool Reaches(uint32_t segment, uint64_t end) const {
@@ -92,8 +69,6 @@ class Filesystem::LostPointers {
 
  private:
   kv::MetaStore* const meta_;
-  const VlogHeads* const heads_;
-  uint64_t damaged_ = 0;
   std::unordered_map<uint32_t, uint64_t> size_;
   kv::Batch b_;
   std::vector<vlog::BlockPtr> dropped_;
@@ -119,8 +94,8 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   if (have && recover) SEPFS_RETURN_IF_ERROR(DropLostPointers(lc));
   if (!have || !InstallCounts(journal_->live(), lc.ages)) {
     rep.full_recount = true;
-    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, have ? &lc.heads : nullptr,
-                                            &rep.pointers_checked, &rep.pointers_dropped));
+    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
+                                            &rep.pointers_dropped));
     std::map<uint32_t, uint64_t> live;
     for (const auto& seg : vlog_->Segments()) {
       if (seg.live_bytes > 0) live[seg.id] = seg.live_bytes;
@@ -175,7 +150,7 @@ bool Filesystem::InstallCounts(const std::map<uint32_t, uint64_t>& live,
 // of them (or that are gone) can hold such records, and only the entries'
 // owners can point there: their pointers are checked, nobody else's.
 Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
-  LostPointers lost(meta_, vlog_->Segments(), &lc.heads);
+  LostPointers lost(meta_, vlog_->Segments());
   std::set<uint64_t> suspects;
   for (const auto& [id, end] : lc.max_end) {
     if (lost.Reaches(id, end)) continue;
@@ -187,26 +162,19 @@ Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
         kv::BlockPrefix(ino), [&](std::string_view key, std::string_view value) {
           vlog::BlockPtr p;
           recovery_.pointers_checked++;
-          if (!kv::DecodeBlockValue(value, &p).ok() || lost.Intact(p)) return true;
-          if (lost.CrashCanExplain(p)) {
-            lost.Drop(key, p);
-          } else {
-            lost.KeepDamaged(key, p);
-          }
+          if (kv::DecodeBlockValue(value, &p).ok() && !lost.Intact(p)) lost.Drop(key, p);
           return true;
         }));
   }
   recovery_.pointers_dropped += lost.dropped();
-  recovery_.pointers_damaged += lost.damaged();
   return lost.Commit(journal_.get());
 }
 
-Status Filesystem::RebuildLiveCounts(bool unclean, const VlogHeads* heads, uint64_t* checked,
-                                     uint64_t* dropped) {
+Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped) {
   vlog_->ResetLive();
   // After an unclean shutdown, pointers to records a power loss took are
-  // dropped (see LostPointers); the others are counted live.
-  LostPointers lost(meta_, vlog_->Segments(), heads);
+  // dropped (see LostPointers); intact pointers are counted live.
+  LostPointers lost(meta_, vlog_->Segments());
   SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
       std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
         vlog::BlockPtr p;
@@ -214,16 +182,12 @@ Status Filesystem::RebuildLiveCounts(bool unclean, const VlogHeads* heads, uint6
         if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
         if (lost.Intact(p) || !unclean) {
           vlog_->AddLive(p);
-        } else if (lost.CrashCanExplain(p)) {
-          lost.Drop(key, p);
         } else {
-          lost.KeepDamaged(key, p);
-          vlog_->AddLive(p);
+          lost.Drop(key, p);
         }
         return true;
       }));
   *dropped += lost.dropped();
-  recovery_.pointers_damaged += lost.damaged();
   // Not journaled: the checkpoint of this recount follows; a crash before it
   // leaves the old entries, which send the next mount here again.
   return lost.Commit(nullptr);

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "fs/live_journal.h"
-#include "fs/repair.h"
 #include "fs_test_util.h"
 #include "kvstore/schema.h"
 #include "vlog/format.h"
@@ -159,66 +158,6 @@ TEST_F(RecoveryTest, RemovedUnfinishedSegmentIdIsNeverReused) {
   for (const auto& s : fs_->store()->vlog()->Segments()) EXPECT_NE(s.id, unfinished);
   EXPECT_TRUE(ReadAll(f) == Payload(1, 3000));
   EXPECT_TRUE(ReadAll(g) == Payload(2, 3000));
-  ExpectFsckClean();
-}
-
-// After a crash, a pointer into a segment the last checkpoint found sealed
-// and durable cannot name a record the crash took: if that segment is gone
-// (deleted by hand, lost below), the mount keeps the pointers (reads fail,
-// fsck reports them, a restored file serves them again) instead of turning
-// the blocks into holes for good.
-TEST_F(RecoveryTest, PointersIntoASegmentDurableAtTheCheckpointAreKept) {
-  const uint32_t bs = block_size();
-  const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, 2 * bs)));
-  ASSERT_OK(fs_->Flush(f));
-  std::string raw;
-  vlog::BlockPtr p;
-  ASSERT_OK(fs_->store()->meta()->Get(kv::BlockKey(f, 0), &raw));
-  ASSERT_OK(kv::DecodeBlockValue(raw, &p));
-  ASSERT_OK(fs_->store()->vlog()->SealStream(vlog::Stream::kHot));
-  CloseFs();  // the checkpoint: p.segment sealed and synced
-  InCrashingChild([&](Filesystem* fs) -> int {
-    kv::InodeRecord r;
-    if (!fs->Mknod({}, kRoot, "g", S_IFREG | 0644, 0, &r).ok()) return 1;
-    if (!fs->Write(r.ino, 0, Payload(2, bs)).ok() || !fs->Flush(r.ino).ok()) return 2;
-    return 0;
-  });
-  const std::string seg_path = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(p.segment);
-  const std::string saved = seg_path + ".saved";
-  ASSERT_EQ(::rename(seg_path.c_str(), saved.c_str()), 0);
-  const std::string missing = "segment " + std::to_string(p.segment) + " is missing";
-  auto count = [&](const std::vector<std::string>& lines) {
-    return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
-      return l.find(missing) != std::string::npos;
-    });
-  };
-  {
-    FsckReport rep;  // fsck agrees: damage, not a crash's loss
-    RunFsck(&rep);
-    EXPECT_EQ(count(rep.errors), 2);
-    EXPECT_EQ(rep.notes.size(), 0u);
-  }
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-  EXPECT_TRUE(fs_->recovery().unclean);
-  EXPECT_EQ(fs_->recovery().pointers_dropped, 0u);
-  EXPECT_EQ(fs_->recovery().pointers_damaged, 2u);
-  std::string got;
-  EXPECT_ERRNO(fs_->Read(f, 0, bs, &got), EIO);
-  EXPECT_TRUE(ReadAll(InoOf(kRoot, "g")) == Payload(2, bs));
-  CloseFs();
-  {
-    FsckReport rep;
-    RunFsck(&rep);
-    EXPECT_EQ(count(rep.errors), 2);
-  }
-  // The segment file comes back: so does the data. Repair recounts the
-  // segment counters, which could not hold bytes of a missing segment.
-  ASSERT_EQ(::rename(saved.c_str(), seg_path.c_str()), 0);
-  RepairReport rr;
-  ASSERT_OK(Repair(store_dir_, StoreOptions{}, &rr, nullptr));
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-  EXPECT_TRUE(ReadAll(f) == Payload(1, 2 * bs));
   ExpectFsckClean();
 }
 
