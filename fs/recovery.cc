@@ -104,6 +104,10 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   }
   if (recover && have) SEPFS_RETURN_IF_ERROR(ReplayFromHeads(lc.heads));
   if (!options_.read_only && (recover || rep.full_recount)) {
+    // The checkpoint declares every segment up to its highest id durable
+    // (replay skips them after the next crash); a killed process may have
+    // left their bytes in the page cache only.
+    if (recover) SEPFS_RETURN_IF_ERROR(vlog_->SyncAll());
     SEPFS_RETURN_IF_ERROR(WriteCheckpoint(/*clean=*/false));
   }
   rep.micros = MonotonicMicros() - t0;

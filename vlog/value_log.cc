@@ -64,6 +64,7 @@ class ValueLog::Impl {
   Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   Status Flush(StreamMask streams);
   Status Sync(StreamMask streams);
+  Status SyncAll();
   void Release(const BlockPtr& ptr);
   void AddLive(const BlockPtr& ptr);
   void ResetLive();
@@ -754,6 +755,20 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
   return Status::OK();
 }
 
+Status ValueLog::Impl::SyncAll() {
+  SEPFS_RETURN_IF_ERROR(Sync(kAllStreams));
+  for (const auto& seg : Snapshot()) {
+    // Segments loaded at open are read-only here; fsync through a writable
+    // descriptor of the same file (any descriptor would do for the kernel).
+    std::unique_ptr<File> rw;
+    Status st = env_->OpenFile(PathOf(seg->id), OpenMode::kReadWrite, &rw);
+    if (st.IsNotFound()) continue;  // deleted meanwhile
+    SEPFS_RETURN_IF_ERROR(st);
+    SEPFS_RETURN_IF_ERROR(rw->Sync().WithContext("syncing " + SegName(seg->id)));
+  }
+  return env_->SyncDir(dir_);
+}
+
 Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   std::shared_ptr<Segment> seg = Find(id);
   if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
@@ -825,6 +840,7 @@ Status ValueLog::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
 }
 Status ValueLog::Flush(StreamMask streams) { return impl_->Flush(streams); }
 Status ValueLog::Sync(StreamMask streams) { return impl_->Sync(streams); }
+Status ValueLog::SyncAll() { return impl_->SyncAll(); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
   if (impl_->Probe(ptr, inode, block).ok()) impl_->Release(ptr);

@@ -160,6 +160,11 @@ class ValueLog {
   // Flush(streams), then fdatasync every segment written since the last
   // Sync and fsync the directory if segments were created.
   Status Sync(StreamMask streams = kAllStreams);
+  // Sync(), then fdatasync every segment file and fsync the directory,
+  // whatever this process wrote: after a crash of an earlier process, what
+  // it wrote may still be only in the page cache. Crash recovery calls it
+  // before a checkpoint declares those segments durable.
+  Status SyncAll();
 
   // The record at ptr is no longer referenced: its bytes become garbage.
   void Release(const BlockPtr& ptr);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "vlog/fault_env.h"
 #include "vlog/value_log.h"
 
 namespace sepfs::vlog {
@@ -357,6 +358,44 @@ TEST_F(ValueLogFaultTest, SyncSyncsWrittenSegmentsAndTheDirectory) {
   ASSERT_TRUE(vlog_->Sync().ok());  // one segment written, none created
   EXPECT_EQ(env_.syncs.load(), 3);
   EXPECT_EQ(env_.dir_syncs.load(), 1);
+}
+
+// After a crash, what the dead process wrote may be in the page cache only.
+// SyncAll makes the segments of an earlier open durable (a power loss after
+// it keeps them), where Sync, which syncs only what this process wrote,
+// does not.
+TEST(ValueLogDurabilityTest, SyncAllMakesAnEarlierOpensSegmentsDurable) {
+  for (bool sync_all : {false, true}) {
+    SCOPED_TRACE(sync_all ? "SyncAll" : "Sync");
+    testing::TempDir tmp;
+    FaultModel model(tmp.path() + "/scratch");
+    model.set_real_syncs(false);
+    FaultInjectionEnv env(Env::Default(), &model);
+    Options o;
+    o.env = &env;
+    o.segment_size = 1 << 20;
+    const std::string dir = tmp.path() + "/vlog";
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    model.Reset();  // the directory itself is durable
+    BlockPtr p;
+    {
+      std::unique_ptr<ValueLog> v;
+      ASSERT_TRUE(ValueLog::Open(o, dir, &v).ok());
+      ASSERT_TRUE(v->Append(Stream::kHot, 1, 0, std::string(3000, 'r'), &p).ok());
+      ASSERT_TRUE(v->Flush().ok());  // written, never synced: the process dies
+    }
+    {
+      std::unique_ptr<ValueLog> v;  // the recovering process
+      ASSERT_TRUE(ValueLog::Open(o, dir, &v).ok());
+      ASSERT_TRUE((sync_all ? v->SyncAll() : v->Sync()).ok());
+    }
+    model.PowerLoss();
+    ASSERT_TRUE(model.DropUnsyncedData().ok());
+    std::unique_ptr<ValueLog> v;
+    ASSERT_TRUE(ValueLog::Open(o, dir, &v).ok());
+    std::string got(3000, '\0');
+    EXPECT_EQ(v->Read(p, 1, 0, got.data()).ok(), sync_all);
+  }
 }
 
 }  // namespace
