@@ -44,6 +44,11 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
     (f.error ? rep->errors : rep->notes).push_back(f.message);
     rep->findings.push_back(std::move(f));
   };
+  // Opening the store already removed these (ValueLog::Open); say so.
+  if (const uint64_t n = vlog->stats().unfinished_removed; n > 0) {
+    rep->notes.push_back("removed " + std::to_string(n) +
+                         " unfinished segment file(s) a crash left shorter than a header");
+  }
   auto err = [&](FsckKind kind, std::string msg, uint64_t ino = 0, std::string_view key = {},
                  uint64_t value = 0, uint64_t block = 0) {
     add({kind, true, ino, block, value, std::string(key), std::move(msg)});

@@ -136,7 +136,8 @@ class ValueLog::Impl {
   mutable StreamState streams_[kNumStreams];  // mutable: Heads() locks them
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
-      bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0};
+      bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
+      unfinished_removed_{0};
 };
 
 // ---- Open -------------------------------------------------------------------
@@ -184,6 +185,7 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
     if (rm.ok()) {
       Log(SegName(id) + ": removed an unfinished segment (" + std::to_string(size) +
           " bytes, no header)");
+      unfinished_removed_.fetch_add(1, std::memory_order_relaxed);
       out->reset();
       return Status::OK();
     }
@@ -638,6 +640,7 @@ Stats ValueLog::Impl::stats() const {
   s.checksum_errors = checksum_errors_.load();
   s.segments_deleted = segments_deleted_.load();
   s.bytes_freed = bytes_freed_.load();
+  s.unfinished_removed = unfinished_removed_.load();
   return s;
 }
 

@@ -80,6 +80,7 @@ struct Stats {
   uint64_t checksum_errors = 0;    // records that failed verification
   uint64_t segments_deleted = 0;   // by DeleteSegment
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
+  uint64_t unfinished_removed = 0;  // segment files shorter than a header, removed by Open
 };
 
 struct StreamHead {

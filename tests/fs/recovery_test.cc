@@ -161,6 +161,21 @@ TEST_F(RecoveryTest, RemovedUnfinishedSegmentIdIsNeverReused) {
   ExpectFsckClean();
 }
 
+// fsck opens the store like a mount, which removes an unfinished segment
+// file; the report says so.
+TEST_F(RecoveryTest, FsckNotesAnUnfinishedSegmentItRemoved) {
+  CloseFs();
+  const std::string path = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(77);
+  std::ofstream(path) << "VSEG";
+  FsckReport rep;
+  RunFsck(&rep);
+  EXPECT_TRUE(rep.errors.empty());
+  ASSERT_EQ(rep.notes.size(), 1u);
+  EXPECT_NE(rep.notes[0].find("removed 1 unfinished segment"), std::string::npos) << rep.notes[0];
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+}
+
 // A record past the checkpoint whose pointer a later truncate, hole punch,
 // unlink or overwrite removed must stay removed: the journal and pointers
 // survived (a process crash), so nothing is replayed.
