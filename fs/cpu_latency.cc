@@ -32,16 +32,4 @@ Status CpuLatencyRequest::Hold(unsigned usec) {
   return Status::OK();
 }
 
-Status CurrentCpuLatency(int* usec) {
-  const int fd = ::open(kDevice, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, kDevice);
-  int32_t value = 0;
-  const ssize_t n = ::read(fd, &value, sizeof value);
-  const int err = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(sizeof value)) return Status::FromErrno(n < 0 ? err : EIO, kDevice);
-  *usec = value;
-  return Status::OK();
-}
-
 }  // namespace sepfs::fs

@@ -27,7 +27,4 @@ class CpuLatencyRequest {
   int fd_ = -1;
 };
 
-// The latency the kernel currently grants (the lowest request of all), in us.
-[[nodiscard]] Status CurrentCpuLatency(int* usec);
-
 }  // namespace sepfs::fs
