@@ -45,6 +45,21 @@ void SubtractLive(Segment& seg, uint64_t n) {
   }
 }
 
+// Writes a segment header for segment `id` (created now) at offset 0 of
+// file; *create_time gets the time it names.
+Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
+                          uint64_t* create_time) {
+  SegmentHeader h;
+  h.stream = static_cast<uint8_t>(stream);
+  h.flags = flags;
+  h.segment_id = id;
+  h.create_time = static_cast<uint64_t>(std::time(nullptr));
+  char raw[kSegmentHeaderSize];
+  EncodeSegmentHeader(h, raw);
+  *create_time = h.create_time;
+  return file->Write(0, std::string_view(raw, sizeof(raw)));
+}
+
 }  // namespace
 
 class ValueLog::Impl {
@@ -283,14 +298,7 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
   dir_dirty_ = true;
-  SegmentHeader h;
-  h.stream = static_cast<uint8_t>(stream);
-  h.segment_id = id;
-  h.create_time = static_cast<uint64_t>(std::time(nullptr));
-  seg->create_time = h.create_time;
-  char raw[kSegmentHeaderSize];
-  EncodeSegmentHeader(h, raw);
-  Status st = seg->file->Write(0, std::string_view(raw, sizeof(raw)));
+  Status st = WriteSegmentHeader(seg->file.get(), id, stream, 0, &seg->create_time);
   if (!st.ok()) {
     seg->file.reset();
     Status rm = env_->RemoveFile(path);
@@ -777,17 +785,12 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
   if (!seg->damaged()) return Status::OK();
   if (seg->open.load()) return Status::FromErrno(EBUSY, SegName(id) + " is open for appends");
-  SegmentHeader h;
-  h.stream = static_cast<uint8_t>(Stream::kCold);
-  h.flags = kSegmentRewritten;
-  h.segment_id = id;
-  h.create_time = static_cast<uint64_t>(std::time(nullptr));
-  char raw[kSegmentHeaderSize];
-  EncodeSegmentHeader(h, raw);
   {
     std::unique_ptr<File> rw;
+    uint64_t create_time;
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(PathOf(id), OpenMode::kReadWrite, &rw));
-    SEPFS_RETURN_IF_ERROR(rw->Write(0, std::string_view(raw, sizeof raw)));
+    SEPFS_RETURN_IF_ERROR(
+        WriteSegmentHeader(rw.get(), id, Stream::kCold, kSegmentRewritten, &create_time));
     SEPFS_RETURN_IF_ERROR(rw->Sync());
   }
   // A fresh Segment (its fixed fields are never changed once published),
