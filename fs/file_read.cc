@@ -20,6 +20,44 @@
 #include "fs/filesystem.h"
 
 namespace sepfs::fs {
+namespace {
+
+// A record's data in a read, by reference: out[dst, dst + want) is
+// (*holds[req])[lo, lo + want).
+struct RefPiece {
+  size_t dst;
+  uint64_t lo;
+  uint64_t want;
+  size_t req;
+};
+
+// Past this many pieces the read is copied into out instead: a reply's
+// writev takes at most 1024, and FUSE adds its header to them.
+constexpr size_t kMaxPieces = 512;
+
+// Lists the n bytes of a read in order: out where no ref covers them, the
+// held records where refs (in file order) do.
+void ListPieces(char* out, size_t n, const std::vector<RefPiece>& refs, ReadPieces* pieces) {
+  std::vector<iovec>& iov = pieces->iov;
+  size_t pos = 0;
+  for (const RefPiece& r : refs) {
+    if (r.dst > pos) iov.push_back({out + pos, r.dst - pos});
+    // writev only reads through iov_base; the held data stays const.
+    char* data = const_cast<char*>(pieces->holds[r.req]->data());
+    if (r.want > 0) iov.push_back({data + r.lo, r.want});
+    pos = r.dst + r.want;
+  }
+  if (n > pos) iov.push_back({out + pos, n - pos});
+  if (iov.size() > kMaxPieces) {
+    for (const RefPiece& r : refs) {
+      std::memcpy(out + r.dst, pieces->holds[r.req]->data() + r.lo, r.want);
+    }
+    pieces->clear();
+    iov.push_back({out, n});
+  }
+}
+
+}  // namespace
 
 PrefetchEngine* Filesystem::Prefetch() {
   std::call_once(pf_once_, [this] {
@@ -122,9 +160,13 @@ Status Filesystem::Read(uint64_t ino, uint64_t off, size_t size, std::string* ou
 }
 
 Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, size_t* got,
-                            FileHandle* fh) {
+                            FileHandle* fh, ReadPieces* pieces) {
   *got = 0;
+  if (pieces != nullptr) pieces->clear();
   PrefetchEngine* pf = Prefetch();
+  // Records are handed over by the prefetcher's cache instead of copied.
+  const bool by_ref = pieces != nullptr && pf != nullptr;
+  std::vector<RefPiece> refs;
   std::vector<vlog::PrefetchRequest> ahead;
   InodeRef in;
   {
@@ -203,7 +245,12 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
       r.ptr = p->second;
       r.inode = ino;
       r.block = b;
-      if (lo == 0 && p->second.length <= hi) {
+      if (by_ref) {
+        const uint64_t avail = p->second.length > lo ? p->second.length - lo : 0;
+        const uint64_t want = std::min(avail, hi - lo);
+        refs.push_back({dst, lo, want, reqs.size()});
+        std::memset(out + dst + want, 0, hi - lo - want);  // past the stored bytes
+      } else if (lo == 0 && p->second.length <= hi) {
         r.buf = out + dst;  // whole record lands in place
         std::memset(out + dst + p->second.length, 0, hi - p->second.length);
       } else {
@@ -219,17 +266,23 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
     if (!ahead.empty()) pf->prefetcher.Prefetch(std::move(ahead));
     if (options_.prefetch_dir) PrefetchFirstBlocks(pf->dirs.OnRead(ino));
   }
+  if (by_ref) {
+    pieces->holds.resize(reqs.size());
+    for (size_t k = 0; k < reqs.size(); k++) reqs[k].ref = &pieces->holds[k];
+  }
   // Records are immutable: read them without holding the inode lock.
   Status st = pf != nullptr ? pf->prefetcher.Read(reqs) : vlog_->ReadMany(reqs);
   if (!st.ok()) {
     stats_.read_eio++;
     *got = 0;
+    if (pieces != nullptr) pieces->clear();
     return st;
   }
   for (const Partial& p : partial) {
     std::memcpy(out + p.dst, p.scratch.data() + p.lo, p.want);
     std::memset(out + p.dst + p.want, 0, p.span - p.want);
   }
+  if (pieces != nullptr) ListPieces(out, *got, refs, pieces);
   stats_.user_bytes_read += *got;
   return Status::OK();
 }

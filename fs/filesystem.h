@@ -14,6 +14,7 @@
 
 #include <sys/statvfs.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -95,6 +96,18 @@ struct DirListEntry {
   uint32_t type = 0;  // S_IFMT bits
 };
 
+// Where the bytes of a read are, in file order (Filesystem::ReadInto with
+// pieces): spans of the caller's buffer and of cached record data, which
+// `holds` keeps alive until the pieces are cleared.
+struct ReadPieces {
+  std::vector<iovec> iov;
+  std::vector<std::shared_ptr<const std::string>> holds;
+  void clear() {
+    iov.clear();
+    holds.clear();
+  }
+};
+
 struct FsStats {
   std::atomic<uint64_t> user_bytes_written{0};
   std::atomic<uint64_t> user_bytes_read{0};
@@ -167,8 +180,13 @@ class Filesystem {
   // Same, into out[0, size) (uninitialized memory is fine: every byte up to
   // *got is written, holes as zeros). The FUSE read path uses it to skip
   // zero-filling and reallocating a buffer per request.
+  //
+  // With pieces (and the data cache on), records the cache holds or that
+  // are read now are not copied into out: pieces->iov lists all *got bytes
+  // in order, pointing into out and into pieces->holds. Without, every
+  // byte is in out.
   Status ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, size_t* got,
-                  FileHandle* fh);
+                  FileHandle* fh, ReadPieces* pieces = nullptr);
   Status Write(uint64_t ino, uint64_t off, std::string_view data, bool kill_suidgid = false);
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable

@@ -312,11 +312,19 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
       buf.reset(new char[size]);
       cap = size;
     }
+    // Cached records go out by reference (no copy into buf); the pieces
+    // keep them alive until the reply is written.
+    thread_local ReadPieces pieces;
     size_t got = 0;
     Status st = Fs(req)->ReadInto(ino, static_cast<uint64_t>(off), size, buf.get(), &got,
-                                  reinterpret_cast<FileHandle*>(fi->fh));
+                                  reinterpret_cast<FileHandle*>(fi->fh), &pieces);
     if (!st.ok()) return ReplyErr(req, st);
-    fuse_reply_buf(req, buf.get(), got);
+    if (pieces.iov.empty()) {
+      fuse_reply_buf(req, buf.get(), 0);
+    } else {
+      fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
+    }
+    pieces.clear();
   });
 }
 

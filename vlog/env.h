@@ -7,8 +7,11 @@
 // umask, because the store holds every user's bytes.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +27,10 @@ class File {
   virtual ~File() = default;
   // Reads up to n bytes at off into buf; *got < n only at end of file.
   virtual Status Read(uint64_t off, size_t n, char* buf, size_t* got) = 0;
+  // Reads the bytes at off into the pieces of iov in turn (scatter read);
+  // *got < their total only at end of file. The default reads each piece
+  // with Read, so a wrapper that overrides Read alone sees every read.
+  virtual Status ReadV(uint64_t off, std::span<const iovec> iov, size_t* got);
   // Writes all of data at off (loops over short writes).
   virtual Status Write(uint64_t off, std::string_view data) = 0;
   // fdatasync.

@@ -4,9 +4,12 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <string>
 
@@ -69,6 +72,38 @@ class PosixFile final : public File {
       }
       if (r == 0) break;  // end of file
       done += static_cast<size_t>(r);
+    }
+    *got = done;
+    return Status::OK();
+  }
+
+  Status ReadV(uint64_t off, std::span<const iovec> iov, size_t* got) override {
+    // preadv takes at most IOV_MAX pieces and may stop short; the copy of the
+    // piece being read is trimmed to what is left of it.
+    std::vector<iovec> rest(iov.begin(), iov.end());
+    size_t first = 0, done = 0;
+    while (first < rest.size()) {
+      if (rest[first].iov_len == 0) {
+        first++;
+        continue;
+      }
+      const int count = static_cast<int>(std::min<size_t>(rest.size() - first, IOV_MAX));
+      ssize_t r = ::preadv(fd_, rest.data() + first, count, static_cast<off_t>(off + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        *got = done;
+        return PosixError(errno, path_, "preadv at offset " + std::to_string(off + done));
+      }
+      if (r == 0) break;  // end of file
+      done += static_cast<size_t>(r);
+      for (size_t left = static_cast<size_t>(r); left > 0;) {
+        iovec& v = rest[first];
+        const size_t take = std::min(left, v.iov_len);
+        v.iov_base = static_cast<char*>(v.iov_base) + take;
+        v.iov_len -= take;
+        left -= take;
+        if (v.iov_len == 0) first++;
+      }
     }
     *got = done;
     return Status::OK();
@@ -275,6 +310,17 @@ class PosixEnv final : public Env {
 };
 
 }  // namespace
+
+Status File::ReadV(uint64_t off, std::span<const iovec> iov, size_t* got) {
+  *got = 0;
+  for (const iovec& v : iov) {
+    size_t n = 0;
+    SEPFS_RETURN_IF_ERROR(Read(off + *got, v.iov_len, static_cast<char*>(v.iov_base), &n));
+    *got += n;
+    if (n < v.iov_len) break;  // end of file
+  }
+  return Status::OK();
+}
 
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();

@@ -607,6 +607,14 @@ class FaultFile final : public File {
     }
     return f_->Read(off, n, buf, got);
   }
+  Status ReadV(uint64_t off, std::span<const iovec> iov, size_t* got) override {
+    Status st = model_->CheckRead(FaultScope::kVlog, f_->path());
+    if (!st.ok()) {
+      *got = 0;
+      return st;
+    }
+    return f_->ReadV(off, iov, got);
+  }
   Status Write(uint64_t off, std::string_view data) override {
     if (node_ == nullptr) return f_->Write(off, data);
     bool dropped;

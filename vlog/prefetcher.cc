@@ -189,6 +189,14 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
   done_cv_.notify_all();
 }
 
+void Prefetcher::Deliver(ReadRequest& r, std::shared_ptr<const std::string> data) {
+  if (r.ref != nullptr) {
+    *r.ref = std::move(data);
+  } else if (r.ptr.length > 0) {
+    std::memcpy(r.buf, data->data(), r.ptr.length);
+  }
+}
+
 Status Prefetcher::Read(std::span<ReadRequest> reqs) {
   uint64_t cache_hits = 0, pf_hits = 0, waited = 0, taken = 0;
   std::vector<size_t> misses;
@@ -196,7 +204,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     ReadRequest& r = reqs[i];
     CacheHit h = cache_->Lookup(r.ptr, r.inode, r.block);
     if (h.data != nullptr && h.data->size() == r.ptr.length) {
-      std::memcpy(r.buf, h.data->data(), r.ptr.length);
+      Deliver(r, std::move(h.data));
       r.status = Status::OK();
       cache_hits++;
       if (h.prefetched) pf_hits++;
@@ -225,23 +233,30 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
   // The caller's own reads run while the prefetches it waits for finish.
   auto read_direct = [&](const std::vector<size_t>& which) {
     if (which.empty()) return;
+    const bool keep = opt_.cache_foreground && cache_->enabled();
     std::vector<ReadRequest> sub(which.size());
+    // Records to cache or hand over are read into a cache buffer; the others
+    // straight into the caller's buffer.
+    std::vector<std::shared_ptr<std::string>> bufs(which.size());
     for (size_t k = 0; k < which.size(); k++) {
       const ReadRequest& r = reqs[which[k]];
       sub[k].ptr = r.ptr;
       sub[k].inode = r.inode;
       sub[k].block = r.block;
-      sub[k].buf = r.buf;
+      if (keep || r.ref != nullptr) {
+        bufs[k] = cache_->NewBuffer(r.ptr.length);
+        sub[k].buf = bufs[k]->data();
+      } else {
+        sub[k].buf = r.buf;
+      }
     }
     (void)vlog_->ReadMany(sub);
     for (size_t k = 0; k < which.size(); k++) {
       ReadRequest& r = reqs[which[k]];
       r.status = std::move(sub[k].status);
-      if (r.status.ok() && opt_.cache_foreground && cache_->enabled()) {
-        std::shared_ptr<std::string> copy = cache_->NewBuffer(r.ptr.length);
-        std::memcpy(copy->data(), r.buf, r.ptr.length);
-        cache_->Insert(r.ptr, r.inode, r.block, std::move(copy), /*prefetched=*/false);
-      }
+      if (!r.status.ok() || bufs[k] == nullptr) continue;
+      if (keep) cache_->Insert(r.ptr, r.inode, r.block, bufs[k], /*prefetched=*/false);
+      Deliver(r, std::move(bufs[k]));
     }
   };
   read_direct(direct);
@@ -256,7 +271,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     waited++;
     ReadRequest& r = reqs[i];
     if (data != nullptr && data->size() == r.ptr.length) {
-      std::memcpy(r.buf, data->data(), r.ptr.length);
+      Deliver(r, std::move(data));
       r.status = Status::OK();
       pf_hits++;
     } else {

@@ -11,7 +11,8 @@
 // nothing.
 //
 // Read() serves FOREGROUND reads and never queues them behind prefetches:
-//   - a request whose record is cached (exact pointer match) is copied;
+//   - a request whose record is cached (exact pointer match) is copied, or
+//     handed over without a copy when the request asks for it (ref);
 //   - a request whose record a worker is reading right now waits for that
 //     read (no second I/O for the same bytes); if it failed, the caller
 //     retries the record itself and reports that result;
@@ -117,6 +118,8 @@ class Prefetcher {
   }
   // Removes job (queued, unstarted) from pending_ and marks it dropped (mu_ held).
   void DropLocked(const JobRef& job);
+  // Gives a foreground request its verified data: by reference or by copy.
+  static void Deliver(ReadRequest& r, std::shared_ptr<const std::string> data);
   void WorkerLoop();
   void RunGroup(std::vector<JobRef>& group);
 

@@ -11,21 +11,23 @@ std::string Location(uint32_t segment, uint64_t offset) {
 
 }  // namespace
 
-Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw) {
-  const std::string where = Location(ptr.segment, ptr.offset);
+Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* header,
+                   const char* data) {
+  // The location is formatted only on failure: this runs for every record read.
+  auto where = [&] { return Location(ptr.segment, ptr.offset); };
   RecordHeader h;
-  Status st = DecodeRecordHeader(raw, &h);
-  if (!st.ok()) return st.WithContext(where);
+  Status st = DecodeRecordHeader(header, &h);
+  if (!st.ok()) return st.WithContext(where());
   auto mismatch = [&](const char* field, uint64_t want, uint64_t have) {
-    return Status::Corruption(where + ": record " + field + " is " + std::to_string(have) +
+    return Status::Corruption(where() + ": record " + field + " is " + std::to_string(have) +
                               ", expected " + std::to_string(want));
   };
   if (h.data_len != ptr.length) return mismatch("length", ptr.length, h.data_len);
   if (h.inode != inode) return mismatch("inode", inode, h.inode);
   if (h.block != block) return mismatch("block", block, h.block);
   if (h.seq != ptr.seq) return mismatch("seq", ptr.seq, h.seq);
-  st = VerifyRecord(raw, h, std::string_view(raw + kRecordHeaderSize, h.data_len));
-  if (!st.ok()) return st.WithContext(where);
+  st = VerifyRecord(header, h, std::string_view(data, h.data_len));
+  if (!st.ok()) return st.WithContext(where());
   return Status::OK();
 }
 

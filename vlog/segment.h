@@ -48,10 +48,12 @@ struct Segment {
   bool damaged() const { return !damage.ok(); }
 };
 
-// Checks the raw record bytes (kRecordHeaderSize + ptr.length bytes at raw)
-// against everything the pointer and the caller expect: magic, version,
-// length, inode, block, seq and checksum. Corruption names segment and offset.
-Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw);
+// Checks a record's raw header (kRecordHeaderSize bytes) and its data
+// (ptr.length bytes, which need not follow the header in memory) against
+// everything the pointer and the caller expect: magic, version, length,
+// inode, block, seq and checksum. Corruption names segment and offset.
+Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* header,
+                   const char* data);
 
 // Reads the records of a segment file front to back, in large chunks.
 class SegmentReader {

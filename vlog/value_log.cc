@@ -131,8 +131,9 @@ class ValueLog::Impl {
   Status Fetch(Segment& seg, const BlockPtr& ptr, char* raw);
   Status ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf,
                  bool quiet = false);
-  Status CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_t block, const char* raw,
-                      char* buf);
+  // Reads run, records back to back in seg's file, with one scatter read,
+  // and sets each request's status.
+  void ReadRun(Segment& seg, std::span<ReadRequest*> run);
   // Logs and counts a failed verification; returns st.
   Status Report(Status st);
 
@@ -445,15 +446,15 @@ Status ValueLog::Impl::Report(Status st) {
 
 Status ValueLog::Impl::Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* out) const {
   std::shared_ptr<Segment> seg = Find(ptr.segment);
-  const std::string where =
-      SegName(ptr.segment) + " offset " + std::to_string(ptr.offset);
-  if (seg == nullptr) return Status::Corruption(where + ": no such segment");
+  // Formatted only on failure: this runs for every record read.
+  auto where = [&] { return SegName(ptr.segment) + " offset " + std::to_string(ptr.offset); };
+  if (seg == nullptr) return Status::Corruption(where() + ": no such segment");
   // A damaged segment header does not stop a read: the record is checked
   // on its own (CheckRecord).
-  if (ptr.length > kMaxRecordData) return Status::Corruption(where + ": length too large");
+  if (ptr.length > kMaxRecordData) return Status::Corruption(where() + ": length too large");
   const uint64_t end = uint64_t{ptr.offset} + ptr.record_size();
   if (ptr.offset < kSegmentHeaderSize || end > seg->size.load(std::memory_order_acquire)) {
-    return Status::Corruption(where + ": record of " + std::to_string(ptr.record_size()) +
+    return Status::Corruption(where() + ": record of " + std::to_string(ptr.record_size()) +
                               " bytes lies outside the segment (" +
                               std::to_string(seg->size.load()) + " bytes)");
   }
@@ -493,19 +494,15 @@ Status ValueLog::Impl::Fetch(Segment& seg, const BlockPtr& ptr, char* raw) {
                             ": record is not in the segment (dropped after a failed write?)");
 }
 
-Status ValueLog::Impl::CheckAndCopy(const BlockPtr& ptr, uint64_t inode, uint64_t block,
-                                    const char* raw, char* buf) {
-  SEPFS_RETURN_IF_ERROR(CheckRecord(ptr, inode, block, raw));
-  if (ptr.length > 0) std::memcpy(buf, raw + kRecordHeaderSize, ptr.length);
-  records_read_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
-}
-
 Status ValueLog::Impl::ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode,
                                uint64_t block, char* buf, bool quiet) {
   auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
   Status st = Fetch(seg, ptr, raw.get());
-  if (st.ok()) st = CheckAndCopy(ptr, inode, block, raw.get(), buf);
+  if (st.ok()) st = CheckRecord(ptr, inode, block, raw.get(), raw.get() + kRecordHeaderSize);
+  if (st.ok()) {
+    if (ptr.length > 0) std::memcpy(buf, raw.get() + kRecordHeaderSize, ptr.length);
+    records_read_.fetch_add(1, std::memory_order_relaxed);
+  }
   return quiet ? st : Report(std::move(st));
 }
 
@@ -521,7 +518,37 @@ Status ValueLog::Impl::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block
   SEPFS_RETURN_IF_ERROR(Locate(ptr, &seg));
   auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
   SEPFS_RETURN_IF_ERROR(Fetch(*seg, ptr, raw.get()));
-  return CheckRecord(ptr, inode, block, raw.get());
+  return CheckRecord(ptr, inode, block, raw.get(), raw.get() + kRecordHeaderSize);
+}
+
+void ValueLog::Impl::ReadRun(Segment& seg, std::span<ReadRequest*> run) {
+  // One scatter read: each header into hdrs, each record's data straight
+  // into its request's buffer (no bounce buffer, no copy).
+  const uint64_t start = run.front()->ptr.offset;
+  const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
+  auto hdrs = std::make_unique_for_overwrite<char[]>(run.size() * kRecordHeaderSize);
+  std::vector<iovec> iov;
+  iov.reserve(2 * run.size());
+  for (size_t k = 0; k < run.size(); ++k) {
+    iov.push_back({hdrs.get() + k * kRecordHeaderSize, kRecordHeaderSize});
+    if (run[k]->ptr.length > 0) iov.push_back({run[k]->buf, run[k]->ptr.length});
+  }
+  size_t got = 0;
+  preads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(end - start, std::memory_order_relaxed);
+  Status st = seg.file->ReadV(start, iov, &got);
+  if (st.ok() && got < end - start) {
+    st = Status::Corruption(SegName(seg.id) + " offset " + std::to_string(start) + ": file ends " +
+                            std::to_string(end - start - got) + " bytes before the record does");
+  }
+  for (size_t k = 0; k < run.size(); ++k) {
+    ReadRequest& r = *run[k];
+    r.status = st.ok() ? CheckRecord(r.ptr, r.inode, r.block, hdrs.get() + k * kRecordHeaderSize,
+                                     r.buf)
+                       : st;
+    if (r.status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
+    if (!r.quiet) r.status = Report(std::move(r.status));
+  }
 }
 
 Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
@@ -541,7 +568,7 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
     const BlockPtr& pb = reqs[b].ptr;
     return pa.segment != pb.segment ? pa.segment < pb.segment : pa.offset < pb.offset;
   });
-  std::string scratch;
+  std::vector<ReadRequest*> run;
   for (size_t i = 0; i < order.size();) {
     // A run: records back to back in one segment, all in the file (the
     // append buffer is read under the stream lock, record by record).
@@ -560,21 +587,13 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
       }
       end = next_end;
     }
-    if (j - i == 1) {
-      for (size_t k = i; k < j; ++k) {
-        ReadRequest& r = reqs[order[k]];
-        r.status = ReadOne(seg, r.ptr, r.inode, r.block, r.buf, r.quiet);
-      }
+    if (end > flushed) {  // a lone record not (wholly) in the file yet
+      ReadRequest& r = reqs[order[i]];
+      r.status = ReadOne(seg, r.ptr, r.inode, r.block, r.buf, r.quiet);
     } else {
-      scratch.resize(end - start);
-      Status st = ReadFile(seg, start, end - start, scratch.data());
-      for (size_t k = i; k < j; ++k) {
-        ReadRequest& r = reqs[order[k]];
-        r.status = st.ok() ? CheckAndCopy(r.ptr, r.inode, r.block,
-                                          scratch.data() + (r.ptr.offset - start), r.buf)
-                           : st;
-        if (!r.quiet) r.status = Report(std::move(r.status));
-      }
+      run.clear();
+      for (size_t k = i; k < j; ++k) run.push_back(&reqs[order[k]]);
+      ReadRun(seg, run);
     }
     i = j;
   }

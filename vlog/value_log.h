@@ -94,11 +94,15 @@ struct ReadRequest {
   BlockPtr ptr;
   uint64_t inode = 0;  // expected owner
   uint64_t block = 0;  // expected block number
-  char* buf = nullptr; // receives ptr.length bytes
+  char* buf = nullptr; // receives ptr.length bytes (garbage if the read fails)
   Status status;       // per-request result
   // A hint's read (prefetch), whose pointer may have gone stale since it was
   // looked up: a failure is returned but neither logged nor counted.
   bool quiet = false;
+  // Prefetcher::Read only (ReadMany ignores it): when set, the data is
+  // handed over instead of copied: on success *ref holds exactly ptr.length
+  // bytes (shared with the cache) and buf, which may be null, is not used.
+  std::shared_ptr<const std::string>* ref = nullptr;
 };
 
 // Callback of ScanSegment: a record at `ptr` with its header and data. A

@@ -257,6 +257,82 @@ TEST_F(PrefetchFsTest, SequentialReadOfFragmentedFilePrefetchesAndReturnsRightBy
   EXPECT_NE(fs_->StatsText().find("prefetch:"), std::string::npos);
 }
 
+// The bytes a ReadInto with pieces lists, in order.
+std::string Gather(const ReadPieces& p) {
+  std::string all;
+  for (const iovec& v : p.iov) all.append(static_cast<const char*>(v.iov_base), v.iov_len);
+  return all;
+}
+
+TEST_F(PrefetchFsTest, ReadPiecesGiveTheSameBytesAndShareCachedRecords) {
+  const uint32_t bs = block_size();
+  const uint64_t a = Create(kRoot, "a");
+  // Blocks 0-2 whole, block 3 a 100-byte record, 4-5 holes, block 6 a
+  // 50-byte record; then block 1 rewritten in part and left dirty.
+  std::string model = Payload(a, 3 * bs + 100);
+  ASSERT_OK(fs_->Write(a, 0, model));
+  const std::string tail = Payload(a + 7, 50);
+  ASSERT_OK(fs_->Write(a, 6 * bs, tail));
+  ASSERT_OK(fs_->Flush(a));
+  model.resize(6 * bs, '\0');
+  model += tail;
+  const std::string patch(300, 'P');
+  ASSERT_OK(fs_->Write(a, bs + 1000, patch));
+  model.replace(bs + 1000, patch.size(), patch);
+
+  std::string out(8 * bs, '\0');
+  ReadPieces pieces;
+  const std::pair<uint64_t, size_t> reads[] = {
+      {0, 8 * bs}, {0, model.size()}, {10, 3 * bs}, {bs + 900, 500}, {3 * bs + 50, 2 * bs},
+      {6 * bs + 10, 100}, {2 * bs + 4000, 200}, {model.size(), 10}, {0, 8 * bs}};
+  bool shared = false;
+  for (const auto& [off, size] : reads) {
+    SCOPED_TRACE(std::to_string(off) + "+" + std::to_string(size));
+    size_t got = 0;
+    ASSERT_OK(fs_->ReadInto(a, off, size, out.data(), &got, nullptr, &pieces));
+    const std::string want = off < model.size() ? model.substr(off, size) : "";
+    EXPECT_EQ(got, want.size());
+    EXPECT_EQ(Gather(pieces), want);
+    std::string copied;
+    ASSERT_OK(fs_->Read(a, off, size, &copied));
+    EXPECT_EQ(copied, want);
+    for (const iovec& v : pieces.iov) {
+      const char* base = static_cast<const char*>(v.iov_base);
+      if (base < out.data() || base >= out.data() + out.size()) shared = true;
+    }
+  }
+  // Records came by reference, not copied into out.
+  EXPECT_TRUE(shared);
+  EXPECT_GT(fs_->DataCacheStats().hits, 0u);
+}
+
+TEST_F(PrefetchFsTest, ReadPiecesFallBackToOneBufferWhenThereAreTooMany) {
+  const uint32_t bs = block_size();
+  const uint64_t a = Create(kRoot, "a");
+  // Every other block a hole: two pieces per block pair.
+  const int blocks = 701;  // ends with a written block
+  std::string model(size_t(blocks) * bs, '\0');
+  for (int b = 0; b < blocks; b += 2) {
+    const std::string d = Payload(a * 1000 + b, bs);
+    model.replace(size_t(b) * bs, bs, d);
+    ASSERT_OK(fs_->Write(a, uint64_t(b) * bs, d));
+  }
+  ASSERT_OK(fs_->Flush(a));
+  std::string out(model.size(), '\0');
+  ReadPieces pieces;
+  size_t got = 0;
+  ASSERT_OK(fs_->ReadInto(a, 0, model.size(), out.data(), &got, nullptr, &pieces));
+  ASSERT_EQ(got, model.size());
+  ASSERT_EQ(pieces.iov.size(), 1u);
+  EXPECT_EQ(pieces.iov[0].iov_base, out.data());
+  EXPECT_TRUE(pieces.holds.empty());
+  EXPECT_EQ(Gather(pieces), model);
+  // A smaller read of the same file is listed piece by piece.
+  ASSERT_OK(fs_->ReadInto(a, 0, 64 * bs, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(pieces.iov.size(), 64u);
+  EXPECT_EQ(Gather(pieces), model.substr(0, 64 * bs));
+}
+
 TEST_F(PrefetchFsTest, RandomReadsDoNotPrefetch) {
   const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
   std::string da, db;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -54,6 +55,72 @@ TEST_F(EnvPosixTest, ModesAreOwnerOnlyWhateverTheUmask) {
     ASSERT_TRUE(env_->LockFile(Path("lock" + tag), &lock).ok());
     EXPECT_EQ(ModeOf(Path("lock" + tag)), 0600u) << tag;
   }
+}
+
+// Scatters `data` read back at off over pieces of the given sizes through
+// f->ReadV and returns what landed, in order, and *got.
+std::string ScatterRead(File* f, uint64_t off, const std::vector<size_t>& sizes, size_t* got) {
+  std::vector<std::string> bufs;
+  for (size_t n : sizes) bufs.emplace_back(n, '#');
+  std::vector<iovec> iov;
+  for (std::string& b : bufs) iov.push_back({b.data(), b.size()});
+  EXPECT_TRUE(f->ReadV(off, iov, got).ok());
+  std::string all;
+  for (const std::string& b : bufs) all += b;
+  return all;
+}
+
+// A File that reads through its target one Read at a time: the default
+// ReadV (what every wrapper that overrides Read gets).
+class ReadOnlyForwarder final : public File {
+ public:
+  explicit ReadOnlyForwarder(File* t) : t_(t) {}
+  Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
+    reads++;
+    return t_->Read(off, n, buf, got);
+  }
+  Status Write(uint64_t, std::string_view) override { return Status::IOError("read only"); }
+  Status Sync() override { return Status::OK(); }
+  Status Size(uint64_t* size) override { return t_->Size(size); }
+  Status Truncate(uint64_t) override { return Status::IOError("read only"); }
+  Status PunchHole(uint64_t, uint64_t) override { return Status::IOError("read only"); }
+  void Advise(uint64_t, uint64_t, int) override {}
+  const std::string& path() const override { return t_->path(); }
+  int reads = 0;
+
+ private:
+  File* t_;
+};
+
+TEST_F(EnvPosixTest, ReadVScattersAcrossManyPiecesAndStopsAtEndOfFile) {
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("scatter"), OpenMode::kCreate, &f).ok());
+  std::string data(300000, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>('a' + i % 23);
+  ASSERT_TRUE(f->Write(0, data).ok());
+  // More pieces than one preadv takes (IOV_MAX is 1024), some empty.
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (size_t i = 0; total < 250000; ++i) {
+    const size_t n = i % 7 == 3 ? 0 : 1 + (i * 37) % 200;
+    sizes.push_back(n);
+    total += n;
+  }
+  ASSERT_GT(sizes.size(), 2048u);
+  size_t got = 0;
+  EXPECT_EQ(ScatterRead(f.get(), 1000, sizes, &got), data.substr(1000, total));
+  EXPECT_EQ(got, total);
+  // Past the end: the pieces after the file's last byte keep their contents.
+  std::string tail = ScatterRead(f.get(), data.size() - 10, {4, 4, 4, 4}, &got);
+  EXPECT_EQ(got, 10u);
+  EXPECT_EQ(tail, data.substr(data.size() - 10) + "######");
+  // The default ReadV, through Read.
+  ReadOnlyForwarder fw(f.get());
+  EXPECT_EQ(ScatterRead(&fw, 5, {3, 0, 100, 7}, &got), data.substr(5, 110));
+  EXPECT_EQ(got, 110u);
+  EXPECT_EQ(fw.reads, 4);
+  EXPECT_EQ(ScatterRead(&fw, data.size() - 2, {1, 4, 4}, &got), data.substr(data.size() - 2) + "###" + "####");
+  EXPECT_EQ(got, 2u);
 }
 
 TEST_F(EnvPosixTest, WriteReadSizeTruncate) {
