@@ -131,12 +131,20 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, bool
       dirty_total_ += it->second.size();
     }
     std::string& buf = it->second;
+    const char* src = data.data() + done;
     if (buf.size() < boff + n) {
       in->dirty_bytes += boff + n - buf.size();
       dirty_total_ += boff + n - buf.size();
-      buf.resize(boff + n, '\0');
+      // Appends grow the block to its full size at once (not by doubling)
+      // and write only the bytes they bring, not zeros first.
+      if (buf.capacity() < boff + n && boff + n > bs / 4) buf.reserve(bs);
+      if (buf.size() < boff) buf.append(boff - buf.size(), '\0');  // a gap reads as zeros
+      const size_t over = buf.size() - boff;  // bytes of the block the write replaces
+      std::memcpy(buf.data() + boff, src, over);
+      buf.append(src + over, n - over);
+    } else {
+      std::memcpy(buf.data() + boff, src, n);
     }
-    std::memcpy(buf.data() + boff, data.data() + done, n);
     pos += n;
     done += n;
   }
