@@ -304,9 +304,9 @@ Status Filesystem::WriteCheckpoint(bool clean) {
   SEPFS_RETURN_IF_ERROR(vlog_->Sync());
   std::lock_guard<std::mutex> pl(ptr_mu_);
   VlogHeads heads;
+  // The highest id first: a segment created after it is replayed whole.
   heads.max_segment = vlog_->MaxSegmentId();
-  heads.heads = vlog_->Heads();
-  SEPFS_RETURN_IF_ERROR(vlog_->Sync());
+  SEPFS_RETURN_IF_ERROR(vlog_->SyncHeads(&heads.heads));
   kv::Batch b;
   const size_t folded = journal_->PutCheckpoint(&b, vlog_->Segments(), heads);
   if (clean) b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));

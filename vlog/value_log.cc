@@ -78,7 +78,7 @@ class ValueLog::Impl {
   Status ReadMany(std::span<ReadRequest> reqs);
   Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   Status Flush(StreamMask streams);
-  Status Sync(StreamMask streams);
+  Status Sync(StreamMask streams, std::vector<StreamHead>* heads = nullptr);
   Status SyncAll();
   void Release(const BlockPtr& ptr);
   void AddLive(const BlockPtr& ptr);
@@ -399,9 +399,18 @@ Status ValueLog::Impl::Flush(StreamMask streams) {
   return first;
 }
 
-Status ValueLog::Impl::Sync(StreamMask streams) {
+Status ValueLog::Impl::Sync(StreamMask streams, std::vector<StreamHead>* heads) {
   std::lock_guard lk(sync_mu_);
-  SEPFS_RETURN_IF_ERROR(Flush(streams));
+  if (heads == nullptr) {
+    SEPFS_RETURN_IF_ERROR(Flush(streams));
+  } else {
+    heads->clear();
+    for (StreamState& s : streams_) {
+      std::lock_guard sl(s.mu);
+      SEPFS_RETURN_IF_ERROR(FlushLocked(s));
+      if (s.seg != nullptr) heads->push_back({s.seg->id, s.seg->size.load()});
+    }
+  }
   for (const auto& seg : Snapshot()) {
     if (seg->file == nullptr || !seg->needs_sync.exchange(false)) continue;
     Status st = seg->file->Sync();
@@ -865,6 +874,9 @@ Status ValueLog::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
 }
 Status ValueLog::Flush(StreamMask streams) { return impl_->Flush(streams); }
 Status ValueLog::Sync(StreamMask streams) { return impl_->Sync(streams); }
+Status ValueLog::SyncHeads(std::vector<StreamHead>* heads) {
+  return impl_->Sync(kAllStreams, heads);
+}
 Status ValueLog::SyncAll() { return impl_->SyncAll(); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block) {

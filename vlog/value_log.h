@@ -76,7 +76,7 @@ struct Stats {
   uint64_t bytes_appended = 0;     // record bytes, headers included
   uint64_t records_read = 0;
   uint64_t bytes_read = 0;         // bytes requested from segment files
-  uint64_t preads = 0;             // pread calls issued by Read/ReadMany
+  uint64_t preads = 0;             // file reads by Read/ReadMany (one per run of adjacent records)
   uint64_t checksum_errors = 0;    // records that failed verification
   uint64_t segments_deleted = 0;   // by DeleteSegment
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
@@ -165,6 +165,13 @@ class ValueLog {
   // Flush(streams), then fdatasync every segment written since the last
   // Sync and fsync the directory if segments were created.
   Status Sync(StreamMask streams = kAllStreams);
+  // Sync() that also returns the heads (see Heads()) as each stream's
+  // flush left them, taken under the stream's lock: every record before a
+  // head is durable on success. Heads() then Sync() is not the same: a
+  // failed flush in between (another thread's, e.g. the collector's on a
+  // full disk) drops records and their offsets are written again, so a
+  // head taken before could lie past records written after it.
+  Status SyncHeads(std::vector<StreamHead>* heads);
   // Sync(), then fdatasync every segment file and fsync the directory,
   // whatever this process wrote: after a crash of an earlier process, what
   // it wrote may still be only in the page cache. Crash recovery calls it

@@ -315,6 +315,53 @@ TEST_F(ValueLogFaultTest, EnospcOnFlushKeepsTheLogUsable) {
   }
 }
 
+// A checkpoint's heads must not lie past records written after them. Taken
+// before a flush that then fails, a head does: the dropped records' offsets
+// are written again. SyncHeads takes each head after its stream's flush.
+TEST_F(ValueLogFaultTest, SyncHeadsNeverPointPastRecordsWrittenAfterThem) {
+  OpenLog();
+  Written hot = Put(Stream::kHot, 1, 0, 1000);
+  ASSERT_TRUE(vlog_->Flush(MaskOf(Stream::kHot)).ok());  // only the cold flush fails
+  Written dropped = Put(Stream::kCold, 2, 0, 3000);
+  const std::vector<StreamHead> early = vlog_->Heads();  // what Heads() then Sync() would claim
+  env_.fail_writes = true;
+  std::vector<StreamHead> heads;
+  EXPECT_EQ(vlog_->SyncHeads(&heads).err(), ENOSPC);  // no heads to write down
+  env_.fail_writes = false;
+  Written later = Put(Stream::kCold, 2, 1, 500);  // at the dropped record's offset
+  EXPECT_EQ(later.ptr.offset, dropped.ptr.offset);
+  bool early_skips_it = false;
+  for (const StreamHead& h : early) {
+    if (h.segment == later.ptr.segment && h.offset > later.ptr.offset) early_skips_it = true;
+  }
+  EXPECT_TRUE(early_skips_it);  // the hazard this call exists for
+
+  ASSERT_TRUE(vlog_->SyncHeads(&heads).ok());
+  ASSERT_EQ(heads.size(), 2u);
+  Written next = Put(Stream::kCold, 2, 2, 700);
+  for (const StreamHead& h : heads) {
+    const Written& last = h.segment == hot.ptr.segment ? hot : later;
+    ASSERT_EQ(h.segment, last.ptr.segment);
+    EXPECT_EQ(h.offset, last.ptr.offset + last.ptr.record_size());
+    EXPECT_EQ(h.offset, FileSize(h.segment));  // written, and synced by the call
+  }
+  ASSERT_TRUE(vlog_->Flush().ok());
+  std::vector<uint64_t> after;  // blocks a replay from the cold head finds
+  for (const StreamHead& h : heads) {
+    if (h.segment != next.ptr.segment) continue;
+    ASSERT_TRUE(vlog_->ScanSegment(h.segment,
+                                   [&](const BlockPtr&, const RecordHeader& r, std::string_view,
+                                       const Status& st) {
+                                     EXPECT_TRUE(st.ok()) << st.ToString();
+                                     after.push_back(r.block);
+                                     return true;
+                                   },
+                                   h.offset)
+                    .ok());
+  }
+  EXPECT_EQ(after, std::vector<uint64_t>{2});
+}
+
 TEST_F(ValueLogFaultTest, EnospcWhenAppendFillsTheBuffer) {
   OpenLog();
   Written first = Put(Stream::kCold, 1, 0, 40000);
