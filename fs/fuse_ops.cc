@@ -315,6 +315,10 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     // Cached records go out by reference (no copy into buf); the pieces
     // keep them alive until the reply is written.
     thread_local ReadPieces pieces;
+    // Cleared however the request ends, so no cache buffer stays held.
+    struct Clear {
+      ~Clear() { pieces.clear(); }
+    } clear;
     size_t got = 0;
     Status st = Fs(req)->ReadInto(ino, static_cast<uint64_t>(off), size, buf.get(), &got,
                                   reinterpret_cast<FileHandle*>(fi->fh), &pieces);
@@ -324,7 +328,6 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     } else {
       fuse_reply_iov(req, pieces.iov.data(), static_cast<int>(pieces.iov.size()));
     }
-    pieces.clear();
   });
 }
 

@@ -83,7 +83,9 @@ class Env {
 };
 
 // Forwards every call to a target File it owns; override just what a test
-// needs (the File twin of EnvWrapper).
+// needs (the File twin of EnvWrapper). ReadV is deliberately not forwarded:
+// the default splits it into Reads, so a wrapper that overrides Read sees
+// every read.
 class FileWrapper : public File {
  public:
   explicit FileWrapper(std::unique_ptr<File> target) : target_(std::move(target)) {}
