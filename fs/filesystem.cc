@@ -23,7 +23,9 @@ Filesystem::Filesystem(const FsOptions& options) : options_(options) {}
 Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
                         std::unique_ptr<Filesystem>* out) {
   std::unique_ptr<Filesystem> fs(new Filesystem(options));
-  SEPFS_RETURN_IF_ERROR(Store::Open(store_dir, options.store, &fs->store_));
+  StoreOptions so = options.store;
+  if (options.read_only) so.read_only = true;
+  SEPFS_RETURN_IF_ERROR(Store::Open(store_dir, so, &fs->store_));
   fs->meta_ = fs->store_->meta();
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;

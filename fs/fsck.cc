@@ -49,6 +49,11 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
     rep->notes.push_back("removed " + std::to_string(n) +
                          " unfinished segment file(s) a crash left shorter than a header");
   }
+  if (const uint64_t n = vlog->stats().unfinished_kept; n > 0) {
+    rep->notes.push_back(std::to_string(n) +
+                         " unfinished segment file(s) a crash left shorter than a header "
+                         "(no data; sepfs fsck --repair or the next mount removes them)");
+  }
   auto err = [&](FsckKind kind, std::string msg, uint64_t ino = 0, std::string_view key = {},
                  uint64_t value = 0, uint64_t block = 0) {
     add({kind, true, ino, block, value, std::string(key), std::move(msg)});

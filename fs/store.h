@@ -32,6 +32,7 @@ struct StoreOptions {
   leveldb::Env* leveldb_env = nullptr;   // nullptr: LevelDB's default Env
   size_t meta_cache_bytes = 64u << 20;   // LevelDB block cache
   size_t append_buffer_size = 1u << 20;  // per vLog stream
+  bool read_only = false;                // the vLog's Open changes nothing on disk
 };
 
 // An open store: the lock, the metadata and the value log. The lock is

@@ -263,7 +263,9 @@ int CmdFsck(const std::vector<std::string>& args) {
     return rep.changed() || !rep.before.errors.empty() ? 1 : 0;
   }
   std::unique_ptr<fs::Store> s;
-  Status st = fs::Store::Open(store, fs::StoreOptions{}, &s);
+  fs::StoreOptions so;
+  so.read_only = true;  // a check changes nothing
+  Status st = fs::Store::Open(store, so, &s);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs fsck: %s\n", st.ToString().c_str());
     if (st.IsCorruption()) {

@@ -153,7 +153,7 @@ class ValueLog::Impl {
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
       bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
-      unfinished_removed_{0};
+      unfinished_removed_{0}, unfinished_kept_{0};
 };
 
 // ---- Open -------------------------------------------------------------------
@@ -197,6 +197,13 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
     // A crash between creating the file and writing its header. Nothing in
     // it was ever durable (records follow the header and are synced before
     // any pointer names them), so it is removed, not kept as damage.
+    if (opt_.read_only) {
+      Log(SegName(id) + ": unfinished segment (" + std::to_string(size) +
+          " bytes, no header) skipped; a read-write open removes it");
+      unfinished_kept_.fetch_add(1, std::memory_order_relaxed);
+      out->reset();
+      return Status::OK();
+    }
     Status rm = env_->RemoveFile(path);
     if (rm.ok()) {
       Log(SegName(id) + ": removed an unfinished segment (" + std::to_string(size) +
@@ -677,6 +684,7 @@ Stats ValueLog::Impl::stats() const {
   s.segments_deleted = segments_deleted_.load();
   s.bytes_freed = bytes_freed_.load();
   s.unfinished_removed = unfinished_removed_.load();
+  s.unfinished_kept = unfinished_kept_.load();
   return s;
 }
 

@@ -54,6 +54,7 @@ struct Options {
   Env* env = nullptr;                       // nullptr: Env::Default()
   uint64_t segment_size = 64ull << 20;      // seal a segment past this size
   size_t append_buffer_size = 1u << 20;     // per stream; written out when full
+  bool read_only = false;                   // Open changes nothing on disk (see Open)
 };
 
 struct SegmentInfo {
@@ -81,6 +82,7 @@ struct Stats {
   uint64_t segments_deleted = 0;   // by DeleteSegment
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
   uint64_t unfinished_removed = 0;  // segment files shorter than a header, removed by Open
+  uint64_t unfinished_kept = 0;     // ... left in place and skipped by a read-only Open
 };
 
 struct StreamHead {
@@ -128,7 +130,8 @@ class ValueLog {
   // header is bad is logged and kept as damaged: never appended to, scanned
   // or collected, while reads still verify each record on its own (see
   // RewriteHeader). A file shorter than a header (a crash while creating
-  // it) is removed. Errors opening a segment file fail Open.
+  // it) is removed, or with options.read_only left in place and skipped.
+  // Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);
   ~ValueLog();  // Flushes buffers (errors are logged).

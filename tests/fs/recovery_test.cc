@@ -176,6 +176,34 @@ TEST_F(RecoveryTest, FsckNotesAnUnfinishedSegmentItRemoved) {
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
 }
 
+// Only a read-write open removes such a file: a check, `sepfs stats` and
+// a read-only mount leave the store as they found it.
+TEST_F(RecoveryTest, ReadOnlyOpensLeaveAnUnfinishedSegmentInPlace) {
+  CloseFs();
+  const std::string path = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(77);
+  std::ofstream(path) << "VSEG";
+  {
+    std::unique_ptr<Store> store;
+    StoreOptions so;
+    so.read_only = true;
+    ASSERT_OK(Store::Open(store_dir_, so, &store));
+    FsckReport rep;
+    ASSERT_OK(Fsck(store.get(), &rep, nullptr));
+    EXPECT_TRUE(rep.errors.empty());
+    ASSERT_EQ(rep.notes.size(), 1u);
+    EXPECT_NE(rep.notes[0].find("1 unfinished segment"), std::string::npos) << rep.notes[0];
+    EXPECT_NE(rep.notes[0].find("next mount removes"), std::string::npos) << rep.notes[0];
+  }
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+  FsOptions ro = fs_options();
+  ro.read_only = true;
+  ASSERT_OK(Filesystem::Open(store_dir_, ro, &fs_));
+  fs_.reset();
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
 // A record past the checkpoint whose pointer a later truncate, hole punch,
 // unlink or overwrite removed must stay removed: the journal and pointers
 // survived (a process crash), so nothing is replayed.
