@@ -470,6 +470,12 @@ TEST_F(PersistTest, StoreOpenKeepsTheErrnoOfTheDirectoryCheck) {
   EXPECT_NE(st.ToString().find(under_file), std::string::npos) << st.ToString();
   EXPECT_EQ(st.ToString().find("does not exist"), std::string::npos) << st.ToString();
   EXPECT_FALSE(store);
+  // The store path itself a regular file: not "not a sepfs store".
+  st = Store::Open(file, StoreOptions{}, &store);
+  EXPECT_EQ(st.err(), ENOTDIR) << st.ToString();
+  EXPECT_NE(st.ToString().find("not a directory"), std::string::npos) << st.ToString();
+  EXPECT_EQ(st.ToString().find("not a sepfs store"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(store);
 
   const std::string loop = tmp_.Sub("loop");
   ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0) << std::strerror(errno);
