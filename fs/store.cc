@@ -42,7 +42,7 @@ Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
     return Status::InvalidArgument(
         dir + ": segment size must be from 1 MiB to 2 GiB and at least 4 blocks");
   }
-  if (o.capacity != 0 && o.capacity < 16 * o.segment_size) {
+  if (!kv::ValidCapacity(o.capacity, o.segment_size)) {
     return Status::InvalidArgument(dir + ": capacity must be at least 16 segments");
   }
   return Status::OK();

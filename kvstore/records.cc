@@ -176,6 +176,10 @@ bool ValidBlockSize(uint32_t block_size) {
   return pow2 && block_size >= kMinBlockSize && block_size <= kMaxBlockSize;
 }
 
+bool ValidCapacity(uint64_t capacity, uint64_t segment_size) {
+  return capacity == 0 || capacity / kMinCapacitySegments >= segment_size;
+}
+
 bool ValidSegmentSize(uint64_t segment_size, uint32_t block_size) {
   return segment_size >= kMinSegmentSize && segment_size <= kMaxSegmentSize &&
          segment_size >= kMinBlocksPerSegment * block_size;
@@ -232,6 +236,11 @@ Status DecodeSuperblock(std::string_view src, Superblock* s) {
                               " is not from " + std::to_string(kMinSegmentSize) + " to " +
                               std::to_string(kMaxSegmentSize) + " bytes and at least " +
                               std::to_string(kMinBlocksPerSegment) + " blocks");
+  }
+  if (!ValidCapacity(out.capacity, out.segment_size)) {
+    return Status::Corruption("superblock: capacity " + std::to_string(out.capacity) +
+                              " is neither 0 (no limit) nor at least " +
+                              std::to_string(kMinCapacitySegments) + " segments");
   }
   *s = std::move(out);
   return Status::OK();

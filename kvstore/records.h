@@ -66,6 +66,11 @@ bool ValidBlockSize(uint32_t block_size);
 // From kMinSegmentSize to kMaxSegmentSize and at least kMinBlocksPerSegment
 // blocks of block_size.
 bool ValidSegmentSize(uint64_t segment_size, uint32_t block_size);
+// A store limited in size holds at least this many segments.
+constexpr uint64_t kMinCapacitySegments = 16;
+// 0 (no limit: the free space below) or at least kMinCapacitySegments
+// segments of segment_size.
+bool ValidCapacity(uint64_t capacity, uint64_t segment_size);
 
 // Fixed at mkfs.
 struct Superblock {

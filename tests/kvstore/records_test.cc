@@ -226,12 +226,30 @@ TEST(Records, SuperblockOutOfRangeGeometryIsCorruption) {
     EXPECT_NE(st.ToString().find(c.field), std::string::npos) << st.ToString();
     EXPECT_EQ(back.uuid, "untouched");
   }
+  // A size limit below 16 segments: the store would be full from the start.
+  for (uint64_t cap : {uint64_t{1}, uint64_t{(16ull << 26) - 1}}) {
+    Superblock s = SampleSuper();
+    s.segment_size = 64ull << 20;
+    s.capacity = cap;
+    Superblock back;
+    Status st = DecodeSuperblock(EncodeSuperblock(s), &back);
+    EXPECT_TRUE(st.IsCorruption()) << cap;
+    EXPECT_NE(st.ToString().find("capacity"), std::string::npos) << st.ToString();
+  }
+  for (uint64_t cap : {uint64_t{0}, uint64_t{16ull << 26}, uint64_t{UINT64_MAX}}) {
+    Superblock s = SampleSuper();
+    s.segment_size = 64ull << 20;
+    s.capacity = cap;
+    Superblock back;
+    EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(s), &back).ok()) << cap;
+  }
   // The bounds themselves are fine.
   for (const Case& c : {Case{4096, 1ull << 20, ""}, Case{4u << 20, 1ull << 31, ""},
                         Case{4u << 20, 16ull << 20, ""}}) {
     Superblock s = SampleSuper();
     s.block_size = c.block_size;
     s.segment_size = c.segment_size;
+    s.capacity = 0;  // no limit: 2 GiB segments would need a 32 GiB one
     Superblock back;
     EXPECT_TRUE(DecodeSuperblock(EncodeSuperblock(s), &back).ok())
         << c.block_size << "/" << c.segment_size;
