@@ -734,11 +734,19 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
   return Status::OK();
 }
 
+Status Filesystem::InodeHandle(uint64_t ino, std::shared_ptr<FileHandle>* out) {
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  *out = std::shared_ptr<FileHandle>(in, &in->handle);
+  return Status::OK();
+}
+
 Status Filesystem::OpenFile(uint64_t ino) {
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> l(table_mu_);
   in->opens++;
+  stats_.handles_opened++;
   return Status::OK();
 }
 

@@ -115,6 +115,7 @@ struct FsStats {
   std::atomic<uint64_t> blocks_flushed{0};
   std::atomic<uint64_t> read_eio{0};
   std::atomic<uint64_t> orphans_reclaimed{0};
+  std::atomic<uint64_t> handles_opened{0};  // OpenFile calls (FUSE OPEN and CREATE)
 };
 
 class Filesystem {
@@ -172,6 +173,8 @@ class Filesystem {
 
   // Files.
   Status OpenFile(uint64_t ino);
+  // The inode's own handle (for reads without one), alive as long as *out.
+  Status InodeHandle(uint64_t ino, std::shared_ptr<FileHandle>* out);
   Status Release(uint64_t ino);
   Status Read(uint64_t ino, uint64_t off, size_t size, std::string* out);
   // Same, through an open file handle: its sequential detector decides what

@@ -113,6 +113,11 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
     conn->want &= ~FUSE_CAP_PARALLEL_DIROPS;
   }
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  // Opens without a round trip: the first OPEN answers ENOSYS and the
+  // kernel opens every later file itself. O_TRUNC then arrives as a
+  // SETATTR of the size, not with an OPEN that would no longer be sent.
+  ctx->no_open = !o.open_requests && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+  if (ctx->no_open) conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
   conn->want &= ~FUSE_CAP_POSIX_ACL;
   conn->max_write = o.max_write;
   conn->max_readahead = 1u << 20;
@@ -249,6 +254,10 @@ void SetOpenFlags(fuse_req_t req, struct fuse_file_info* fi) {
 }
 
 void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  if (Ctx(req)->no_open) {
+    fuse_reply_err(req, ENOSYS);  // success, and no OPEN from now on
+    return;
+  }
   Guard(req, [&] {
     // libfuse enables atomic O_TRUNC: the truncation arrives with the open.
     if (fi->flags & O_TRUNC) {
@@ -319,9 +328,14 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     struct Clear {
       ~Clear() { pieces.clear(); }
     } clear;
+    // A file the kernel opened by itself has no handle of ours: its reads
+    // share the inode's sequential detector.
+    FileHandle* fh = reinterpret_cast<FileHandle*>(fi->fh);
+    std::shared_ptr<FileHandle> shared;
+    if (fh == nullptr && Fs(req)->InodeHandle(ino, &shared).ok()) fh = shared.get();
     size_t got = 0;
-    Status st = Fs(req)->ReadInto(ino, static_cast<uint64_t>(off), size, buf.get(), &got,
-                                  reinterpret_cast<FileHandle*>(fi->fh), &pieces);
+    Status st = Fs(req)->ReadInto(ino, static_cast<uint64_t>(off), size, buf.get(), &got, fh,
+                                  &pieces);
     if (!st.ok()) return ReplyErr(req, st);
     if (pieces.iov.empty()) {
       fuse_reply_buf(req, buf.get(), 0);

@@ -16,6 +16,9 @@ struct FuseContext {
   Filesystem* fs = nullptr;
   MountOptions options;
   WireState wire;
+  // Opens of existing files are the kernel's own (no OPEN, no RELEASE):
+  // set at INIT from options.open_requests and the kernel's support.
+  bool no_open = false;
   struct fuse_session* session = nullptr;  // for notifications to the kernel
 };
 

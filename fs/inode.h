@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "fs/readahead.h"
 #include "kvstore/records.h"
 
 namespace sepfs::fs {
@@ -38,6 +39,9 @@ struct Inode {
   // Dirty blocks: block number -> bytes from the block start (may be
   // shorter than a block: the rest reads as zeros).
   std::map<uint64_t, std::string> dirty;
+  // Sequential detector of reads that come without an open handle (files
+  // the kernel opened by itself).
+  FileHandle handle;
   uint64_t dirty_bytes = 0;
   uint64_t parent = 0;
   bool dead = false;    // reclaimed: never flushed again

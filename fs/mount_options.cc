@@ -55,6 +55,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       o->writeback_cache = false;
     } else if (opt == "flush_on_close") {
       o->flush_on_close = true;
+    } else if (opt == "open_requests") {
+      o->open_requests = true;
     } else if (opt == "nokillpriv") {
       o->killpriv_v2 = false;
     } else if (opt == "noreaddirplus") {

@@ -20,6 +20,12 @@ struct MountOptions {
   bool writeback_cache = true;     // nowriteback
   // flush_on_close: close(2) waits for the vLog write and reports its errors.
   bool flush_on_close = false;
+  // open_requests: every open(2) of an existing file asks the daemon (one
+  // round trip) and its last close sends RELEASE, which writes the file's
+  // dirty blocks to the vLog. By default the kernel opens files by itself
+  // (FUSE no-open support): those blocks then go with the flusher (within
+  // flush_interval), an fsync, or a RELEASE of a handle from create.
+  bool open_requests = false;
   // nokillpriv: the kernel clears set-id bits, asking for security.capability
   // before every write.
   bool killpriv_v2 = true;

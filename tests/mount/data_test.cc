@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -61,7 +62,31 @@ class DataTest : public MountFixture,
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
-                         ::testing::Values("default", "nowriteback"));
+                         ::testing::Values("default", "nowriteback", "open_requests"));
+
+// "file handles opened" of the daemon's statistics.
+uint64_t HandlesOpened(const std::string& mnt) {
+  char buf[64 * 1024];
+  const ssize_t n = ::getxattr(mnt.c_str(), "sepfs.stats", buf, sizeof(buf));
+  EXPECT_GT(n, 0) << strerror(errno);
+  const std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  const std::string key = "file handles opened";
+  const size_t at = text.find(key);
+  EXPECT_NE(at, std::string::npos) << text;
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
+}
+
+// By default the kernel opens an existing file by itself (no OPEN round
+// trip, no handle of the daemon's); -o open_requests asks the daemon.
+TEST_P(DataTest, OpensOfExistingFilesReachTheDaemonOnlyWhenAsked) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "abc"));
+  const uint64_t before = HandlesOpened(mnt());
+  for (int i = 0; i < 10; ++i) ASSERT_NO_FATAL_FAILURE(ExpectContent("f", "abc"));
+  const uint64_t opened = HandlesOpened(mnt()) - before;
+  EXPECT_EQ(opened, std::string(GetParam()) == "open_requests" ? 10u : 0u);
+  { UniqueFd c = Open("new", O_CREAT | O_WRONLY); }  // a create always makes one
+  EXPECT_EQ(HandlesOpened(mnt()) - before, opened + 1);
+}
 
 // The daemon reads into one reused buffer per worker thread: holes, short
 // tail blocks and not-yet-flushed blocks must come back as zeros, never as
