@@ -294,6 +294,17 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     kv::InodeRecord r;
     Status st = fs->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
     if (!st.ok()) return ReplyErr(req, st);
+    if (Ctx(req)->no_open) {
+      // Once the kernel opens files itself it sends no RELEASE for any
+      // regular file, created ones included: no handle, no open count (the
+      // kernel's lookup reference keeps the inode). A RELEASE that still
+      // comes, before the kernel learned of no-open, finds nothing to drop.
+      SetOpenFlags(req, fi);
+      fi->fh = 0;
+      fuse_entry_param e = Entry(req, r);
+      if (fuse_reply_create(req, &e, fi) != 0) TakeBack(fs, r.ino, /*lookup=*/true, false);
+      return;
+    }
     st = fs->OpenFile(r.ino);
     if (!st.ok()) {
       ReplyErr(req, st);
@@ -364,8 +375,8 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
 void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   // By default close(2) costs no round trip: ENOSYS makes the kernel stop
   // sending FLUSH for this mount (it still writes cached pages back to us
-  // first), and RELEASE, sent right after the last close without the caller
-  // waiting, writes the blocks to the vLog.
+  // first). The blocks reach the vLog with the flusher, or, with
+  // open_requests, with the RELEASE sent right after the last close.
   if (!Ctx(req)->options.flush_on_close) {
     fuse_reply_err(req, ENOSYS);
     return;

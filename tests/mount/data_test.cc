@@ -64,17 +64,17 @@ class DataTest : public MountFixture,
 INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
                          ::testing::Values("default", "nowriteback", "open_requests"));
 
-// "file handles opened" of the daemon's statistics.
-uint64_t HandlesOpened(const std::string& mnt) {
+// The counter `key` of the daemon's statistics (sepfs stats).
+uint64_t StatsCounter(const std::string& mnt, const std::string& key) {
   char buf[64 * 1024];
   const ssize_t n = ::getxattr(mnt.c_str(), "sepfs.stats", buf, sizeof(buf));
   EXPECT_GT(n, 0) << strerror(errno);
   const std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
-  const std::string key = "file handles opened";
   const size_t at = text.find(key);
   EXPECT_NE(at, std::string::npos) << text;
   return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
 }
+uint64_t HandlesOpened(const std::string& mnt) { return StatsCounter(mnt, "file handles opened"); }
 
 // By default the kernel opens an existing file by itself (no OPEN round
 // trip, no handle of the daemon's); -o open_requests asks the daemon.
@@ -84,8 +84,32 @@ TEST_P(DataTest, OpensOfExistingFilesReachTheDaemonOnlyWhenAsked) {
   for (int i = 0; i < 10; ++i) ASSERT_NO_FATAL_FAILURE(ExpectContent("f", "abc"));
   const uint64_t opened = HandlesOpened(mnt()) - before;
   EXPECT_EQ(opened, std::string(GetParam()) == "open_requests" ? 10u : 0u);
-  { UniqueFd c = Open("new", O_CREAT | O_WRONLY); }  // a create always makes one
-  EXPECT_EQ(HandlesOpened(mnt()) - before, opened + 1);
+  // A create makes a handle only when the kernel sends RELEASEs.
+  { UniqueFd c = Open("new", O_CREAT | O_WRONLY); }
+  EXPECT_EQ(HandlesOpened(mnt()) - before,
+            opened + (std::string(GetParam()) == "open_requests" ? 1u : 0u));
+}
+
+// Created, written, closed and unlinked files give their space back while
+// mounted, also once the kernel opens files itself and sends no RELEASE.
+TEST_P(DataTest, UnlinkedCreatedFilesAreReclaimedWhileMounted) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("old"), "x"));
+  ASSERT_NO_FATAL_FAILURE(ExpectContent("old", "x"));  // the first OPEN
+  const uint64_t before = StatsCounter(mnt(), "orphans reclaimed");
+  constexpr uint64_t kFiles = 5;
+  for (uint64_t i = 0; i < kFiles; ++i) {
+    const std::string name = "t" + std::to_string(i);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P(name), RandomBytes(100000, 30 + i)));
+    ASSERT_SYS_OK(::unlink(P(name).c_str()));
+  }
+  // The kernel forgets an unlinked inode soon after, not at once.
+  uint64_t reclaimed = 0;
+  for (int t = 0; t < 200; ++t) {
+    reclaimed = StatsCounter(mnt(), "orphans reclaimed") - before;
+    if (reclaimed >= kFiles) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(reclaimed, kFiles);
 }
 
 // The daemon reads into one reused buffer per worker thread: holes, short
