@@ -6,6 +6,8 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include <atomic>
+
 #include "fs/filesystem.h"
 #include "fs/fuse_wire.h"
 #include "fs/mount_options.h"
@@ -18,7 +20,7 @@ struct FuseContext {
   WireState wire;
   // Opens of existing files are the kernel's own (no OPEN, no RELEASE):
   // set at INIT from options.open_requests and the kernel's support.
-  bool no_open = false;
+  std::atomic<bool> no_open{false};
   struct fuse_session* session = nullptr;  // for notifications to the kernel
 };
 

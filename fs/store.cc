@@ -121,10 +121,12 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   if (st.err() == ENOENT) {
     return Status::FromErrno(ENOENT, dir + ": store directory does not exist");
   }
-  if (st.ok()) st = s->env_->Exists(dir + "/.");  // ENOTDIR for a file
-  if (st.err() == ENOTDIR) {
-    return Status::FromErrno(ENOTDIR, dir + ": not a directory (a store is the directory that "
-                                            "sepfs mkfs made)");
+  if (st.ok()) {
+    st = s->env_->Exists(dir + "/.");  // ENOTDIR when dir itself is a file
+    if (st.err() == ENOTDIR) {
+      return Status::FromErrno(ENOTDIR, dir + ": not a directory (a store is the directory "
+                                              "that sepfs mkfs made)");
+    }
   }
   if (!st.ok()) return Status::FromErrno(st.err(), dir + ": cannot reach the store directory");
   if (!LooksLikeStore(s->env_, dir)) {

@@ -32,7 +32,9 @@ struct StoreOptions {
   leveldb::Env* leveldb_env = nullptr;   // nullptr: LevelDB's default Env
   size_t meta_cache_bytes = 64u << 20;   // LevelDB block cache
   size_t append_buffer_size = 1u << 20;  // per vLog stream
-  bool read_only = false;                // the vLog's Open changes nothing on disk
+  // The vLog's Open changes nothing on disk (LevelDB's open still writes
+  // its own log and manifest).
+  bool read_only = false;
 };
 
 // An open store: the lock, the metadata and the value log. The lock is

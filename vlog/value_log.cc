@@ -167,7 +167,7 @@ Status ValueLog::Impl::Load() {
   if (opt_.append_buffer_size == 0) {
     return Status::InvalidArgument("vlog: append_buffer_size must be positive");
   }
-  Status st = env_->CreateDir(dir_);
+  Status st = opt_.read_only ? env_->Exists(dir_) : env_->CreateDir(dir_);
   if (!st.ok() && st.err() != EEXIST) return st;
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env_->ListDir(dir_, &names));
@@ -270,7 +270,10 @@ Status ValueLog::Impl::LearnMaxSeq() {
       bool at_end;
       Status st = reader.Next(&h, &data, &at_end);
       if (st.IsCorruption()) {
-        if (reader.torn() && !damaged) {
+        if (reader.torn() && !damaged && opt_.read_only) {
+          Log(SegName(seg.id) + ": torn tail at offset " + std::to_string(reader.offset()) +
+              " left in place; a read-write open cuts it");
+        } else if (reader.torn() && !damaged) {
           // A crash tore the last append: cut it off, so the segment scans
           // cleanly (GC, fsck) and nothing can ever point into the tear.
           SEPFS_RETURN_IF_ERROR(CutTornTail(seg, reader.offset()));

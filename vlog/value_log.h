@@ -130,7 +130,9 @@ class ValueLog {
   // header is bad is logged and kept as damaged: never appended to, scanned
   // or collected, while reads still verify each record on its own (see
   // RewriteHeader). A file shorter than a header (a crash while creating
-  // it) is removed, or with options.read_only left in place and skipped.
+  // it) is removed, or with options.read_only left in place and skipped;
+  // likewise a torn last record of a stream's newest segment is cut off
+  // (CutTornTail), or with read_only left in place.
   // Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);

@@ -203,6 +203,25 @@ TEST_F(ValueLogFaultTest, TruncatedSegmentTornTail) {
   EXPECT_TRUE(ReadBack(next).ok());
 }
 
+// A read-only open (fsck without --repair, sepfs stats, -o ro) reads past
+// nothing torn and changes nothing: the tear stays for a read-write open.
+TEST_F(ValueLogFaultTest, ReadOnlyOpenLeavesATornTailInPlace) {
+  auto all = WriteAndClose(6, 1000);
+  const uint32_t seg = all[0].ptr.segment;
+  const uint64_t torn_size = all[4].ptr.offset + 500;
+  Truncate(seg, torn_size);
+  options_.read_only = true;
+  OpenLog();
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(ReadBack(all[i]).ok()) << i;
+  EXPECT_EQ(vlog_->LastSeq(), all[3].ptr.seq);
+  vlog_.reset();
+  EXPECT_EQ(FileSize(seg), torn_size);
+  options_.read_only = false;
+  OpenLog();
+  vlog_.reset();
+  EXPECT_EQ(FileSize(seg), all[4].ptr.offset);
+}
+
 TEST_F(ValueLogFaultTest, ScanStopsAtCorruptRecordInTheMiddle) {
   auto all = WriteAndClose(6, 300);
   FlipByte(all[2].ptr.segment, all[2].ptr.offset + kRecordHeaderSize + 1);
