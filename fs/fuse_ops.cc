@@ -294,28 +294,25 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     kv::InodeRecord r;
     Status st = fs->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
     if (!st.ok()) return ReplyErr(req, st);
-    if (Ctx(req)->no_open) {
-      // Once the kernel opens files itself it sends no RELEASE for any
-      // regular file, created ones included: no handle, no open count (the
-      // kernel's lookup reference keeps the inode). A RELEASE that still
-      // comes, before the kernel learned of no-open, finds nothing to drop.
-      SetOpenFlags(req, fi);
-      fi->fh = 0;
-      fuse_entry_param e = Entry(req, r);
-      if (fuse_reply_create(req, &e, fi) != 0) TakeBack(fs, r.ino, /*lookup=*/true, false);
-      return;
-    }
-    st = fs->OpenFile(r.ino);
-    if (!st.ok()) {
-      ReplyErr(req, st);
-      return TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/false);
+    // Once the kernel opens files itself it sends no RELEASE for any
+    // regular file, created ones included: then no handle and no open count
+    // (the kernel's lookup reference keeps the inode). A RELEASE that still
+    // comes, before the kernel learned of no-open, finds nothing to drop.
+    const bool handle = !Ctx(req)->no_open;
+    if (handle) {
+      st = fs->OpenFile(r.ino);
+      if (!st.ok()) {
+        ReplyErr(req, st);
+        return TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/false);
+      }
     }
     SetOpenFlags(req, fi);
     fuse_entry_param e = Entry(req, r);
-    auto fh = std::make_unique<FileHandle>();
+    std::unique_ptr<FileHandle> fh;
+    if (handle) fh = std::make_unique<FileHandle>();
     fi->fh = reinterpret_cast<uint64_t>(fh.get());
     if (fuse_reply_create(req, &e, fi) != 0) {
-      TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/true);
+      TakeBack(fs, r.ino, /*lookup=*/true, /*open=*/handle);
     } else {
       fh.release();  // freed by OpRelease
     }
