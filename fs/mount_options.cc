@@ -57,6 +57,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       o->flush_on_close = true;
     } else if (opt == "open_requests") {
       o->open_requests = true;
+    } else if (opt == "buffered_vlog") {
+      o->direct_writes = false;
     } else if (opt == "nokillpriv") {
       o->killpriv_v2 = false;
     } else if (opt == "noreaddirplus") {

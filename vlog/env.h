@@ -33,6 +33,13 @@ class File {
   virtual Status ReadV(uint64_t off, std::span<const iovec> iov, size_t* got);
   // Writes all of data at off (loops over short writes).
   virtual Status Write(uint64_t off, std::string_view data) = 0;
+  // As Write, but bypassing the page cache (O_DIRECT) where the file system
+  // allows it: no page is allocated and no copy made for bytes that are
+  // only read back rarely. off, data.size() and data.data() must be
+  // multiples of kDirectAlign. The default is Write, so a wrapper that
+  // overrides Write alone sees every write.
+  static constexpr size_t kDirectAlign = 4096;
+  virtual Status WriteDirect(uint64_t off, std::string_view data) { return Write(off, data); }
   // fdatasync.
   virtual Status Sync() = 0;
   virtual Status Size(uint64_t* size) = 0;
@@ -83,9 +90,9 @@ class Env {
 };
 
 // Forwards every call to a target File it owns; override just what a test
-// needs (the File twin of EnvWrapper). ReadV is deliberately not forwarded:
-// the default splits it into Reads, so a wrapper that overrides Read sees
-// every read.
+// needs (the File twin of EnvWrapper). ReadV and WriteDirect are
+// deliberately not forwarded: their defaults go through Read and Write, so a
+// wrapper that overrides those sees every read and write.
 class FileWrapper : public File {
  public:
   explicit FileWrapper(std::unique_ptr<File> target) : target_(std::move(target)) {}

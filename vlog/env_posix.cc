@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "vlog/env.h"
@@ -34,6 +36,13 @@ class Fd {
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = other.release();
+    }
+    return *this;
+  }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -109,6 +118,26 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
+  Status WriteDirect(uint64_t off, std::string_view data) override {
+    const int dfd = DirectFd();
+    size_t done = 0;
+    while (dfd >= 0 && done < data.size()) {
+      ssize_t r = ::pwrite(dfd, data.data() + done, data.size() - done,
+                           static_cast<off_t>(off + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINVAL) {  // alignment the file system rejects: buffered from now
+        direct_refused_.store(true, std::memory_order_relaxed);
+        break;
+      }
+      if (r < 0) {
+        return PosixError(errno, path_, "direct pwrite at offset " + std::to_string(off + done));
+      }
+      if (r == 0 || r % kDirectAlign != 0) break;  // finish buffered
+      done += static_cast<size_t>(r);
+    }
+    return Write(off + done, data.substr(done));
+  }
+
   Status Write(uint64_t off, std::string_view data) override {
     size_t done = 0;
     while (done < data.size()) {
@@ -164,8 +193,20 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
+  // A second descriptor of the file, opened O_DIRECT on first use; -1 where
+  // the file system refuses O_DIRECT (tmpfs), and WriteDirect is Write.
+  int DirectFd() {
+    std::call_once(direct_once_, [this] {
+      direct_ = Fd(OpenRetry(path_.c_str(), O_WRONLY | O_DIRECT, 0));
+    });
+    return direct_refused_.load(std::memory_order_relaxed) ? -1 : direct_.get();
+  }
+
   const std::string path_;
   const int fd_;
+  std::once_flag direct_once_;
+  Fd direct_;
+  std::atomic<bool> direct_refused_{false};
 };
 
 class PosixFileLock final : public FileLock {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "vlog/aligned_buffer.h"
 #include "vlog/segment.h"
 
 namespace sepfs::vlog {
@@ -112,7 +113,18 @@ class ValueLog::Impl {
   struct StreamState {
     std::mutex mu;
     std::shared_ptr<Segment> seg;  // open segment; null until the first Append
-    std::string buf;               // records not yet written; buf[0] is at seg->flushed
+    // buf[lead, size) are the records not yet written, starting at
+    // seg->flushed. buf[0, lead) is unused: lead = seg->flushed mod
+    // File::kDirectAlign, so every file block of the records lies at an
+    // aligned address, ready for File::WriteDirect.
+    AlignedBuffer buf;
+    size_t lead = 0;
+    size_t pending() const { return buf.size() - lead; }
+    // Starts an empty buffer for records from file offset `flushed` on.
+    void Restart(uint64_t flushed) {
+      lead = flushed % File::kDirectAlign;
+      buf.resize(lead);
+    }
   };
 
   std::string PathOf(uint32_t id) const { return dir_ + "/" + SegmentFileName(id); }
@@ -180,7 +192,7 @@ Status ValueLog::Impl::Load() {
     next_id_ = std::max<uint64_t>(next_id_, uint64_t{id} + 1);
     if (seg != nullptr) segs_[id] = std::move(seg);
   }
-  for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size);
+  for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size + File::kDirectAlign);
   return LearnMaxSeq();
 }
 
@@ -318,6 +330,8 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   }
   seg->size = kSegmentHeaderSize;
   seg->flushed = kSegmentHeaderSize;
+  StreamState& s = streams_[static_cast<int>(stream)];
+  s.Restart(kSegmentHeaderSize);
   seg->needs_sync = true;
   seg->open = true;
   {
@@ -329,12 +343,31 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
 }
 
 Status ValueLog::Impl::FlushLocked(StreamState& s) {
-  if (s.buf.empty()) return Status::OK();
+  const size_t pending = s.pending();
+  if (pending == 0) return Status::OK();
   Segment& seg = *s.seg;
   const uint64_t off = seg.flushed.load(std::memory_order_relaxed);
-  Status st = seg.file->Write(off, s.buf);
+  const uint64_t end = off + pending;
+  const char* data = s.buf.data() + s.lead;  // the byte of file offset off
+  auto write = [&](uint64_t from, uint64_t to) {
+    return from == to ? Status::OK()
+                      : seg.file->Write(from, std::string_view(data + (from - off), to - from));
+  };
+  // The whole blocks of a large flush bypass the page cache; its ends share
+  // blocks with the previous and the next flush and go through it.
+  constexpr uint64_t kAlign = File::kDirectAlign;
+  const uint64_t lo = (off + kAlign - 1) / kAlign * kAlign;
+  const uint64_t hi = end / kAlign * kAlign;
+  Status st;
+  if (opt_.direct_writes && hi > lo && hi - lo >= kMinDirectWrite) {
+    st = write(off, lo);
+    if (st.ok()) st = seg.file->WriteDirect(lo, std::string_view(data + (lo - off), hi - lo));
+    if (st.ok()) st = write(hi, end);
+  } else {
+    st = write(off, end);
+  }
   if (st.ok()) {
-    seg.flushed.store(off + s.buf.size(), std::memory_order_release);
+    seg.flushed.store(end, std::memory_order_release);
     seg.needs_sync = true;
   } else {
     // Drop the unwritten records: nothing durable points at them yet (callers
@@ -342,16 +375,13 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     Status tr = seg.file->Truncate(off);
     if (!tr.ok()) Log("truncate after a failed flush: " + tr.ToString());
     seg.size.store(off, std::memory_order_release);
-    SubtractLive(seg, s.buf.size());
+    SubtractLive(seg, pending);
     drops_[static_cast<int>(seg.stream)].fetch_add(1, std::memory_order_acq_rel);
-    Log(SegName(seg.id) + ": dropped " + std::to_string(s.buf.size()) +
+    Log(SegName(seg.id) + ": dropped " + std::to_string(pending) +
         " buffered bytes after a failed write: " + st.ToString());
   }
-  s.buf.clear();
-  if (s.buf.capacity() > 2 * opt_.append_buffer_size) {
-    s.buf.shrink_to_fit();
-    s.buf.reserve(opt_.append_buffer_size);
-  }
+  s.Restart(seg.flushed.load(std::memory_order_relaxed));
+  s.buf.shrink(2 * opt_.append_buffer_size, opt_.append_buffer_size + File::kDirectAlign);
   return st.ok() ? st : st.WithContext("vlog flush of " + SegName(seg.id));
 }
 
@@ -373,7 +403,7 @@ Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
     s.seg.reset();
   }
   if (s.seg == nullptr) SEPFS_RETURN_IF_ERROR(CreateSegment(stream, &s.seg));
-  if (!s.buf.empty() && s.buf.size() + rec > opt_.append_buffer_size) {
+  if (s.pending() > 0 && s.pending() + rec > opt_.append_buffer_size) {
     SEPFS_RETURN_IF_ERROR(FlushLocked(s));
   }
   Segment& seg = *s.seg;
@@ -505,8 +535,8 @@ Status ValueLog::Impl::Fetch(Segment& seg, const BlockPtr& ptr, char* raw) {
     lk.unlock();
     return ReadFile(seg, ptr.offset, n, raw);
   }
-  if (s.seg.get() == &seg && ptr.offset >= flushed && end <= flushed + s.buf.size()) {
-    std::memcpy(raw, s.buf.data() + (ptr.offset - flushed), n);
+  if (s.seg.get() == &seg && ptr.offset >= flushed && end <= flushed + s.pending()) {
+    std::memcpy(raw, s.buf.data() + s.lead + (ptr.offset - flushed), n);
     return Status::OK();
   }
   return Status::Corruption(SegName(seg.id) + " offset " + std::to_string(ptr.offset) +

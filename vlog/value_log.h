@@ -50,11 +50,21 @@
 
 namespace sepfs::vlog {
 
+// Flushes smaller than this stay in the page cache even with direct writes:
+// a direct write waits for the device, a buffered one does not.
+constexpr size_t kMinDirectWrite = 128u << 10;
+
 struct Options {
   Env* env = nullptr;                       // nullptr: Env::Default()
   uint64_t segment_size = 64ull << 20;      // seal a segment past this size
   size_t append_buffer_size = 1u << 20;     // per stream; written out when full
   bool read_only = false;                   // Open changes nothing on disk (see Open)
+  // A flush of at least kMinDirectWrite bytes writes the whole
+  // File::kDirectAlign blocks it covers with File::WriteDirect, bypassing
+  // the page cache (no page allocated, no copy into the kernel); its
+  // unaligned ends and smaller flushes go through the page cache. The file
+  // holds the same bytes either way.
+  bool direct_writes = true;
 };
 
 struct SegmentInfo {

@@ -46,5 +46,12 @@ TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
   }
 }
 
+TEST(MountOptions, BufferedVlogTurnsDirectWritesOff) {
+  MountOptions o;
+  EXPECT_TRUE(o.direct_writes);
+  ASSERT_TRUE(ParseMountOptions("buffered_vlog", &o).ok());
+  EXPECT_FALSE(o.direct_writes);
+}
+
 }  // namespace
 }  // namespace sepfs::fs

@@ -62,7 +62,8 @@ class DataTest : public MountFixture,
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
-                         ::testing::Values("default", "nowriteback", "open_requests"));
+                         ::testing::Values("default", "nowriteback", "open_requests",
+                                           "buffered_vlog"));
 
 // The counter `key` of the daemon's statistics (sepfs stats).
 uint64_t StatsCounter(const std::string& mnt, const std::string& key) {

@@ -1,8 +1,10 @@
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -146,6 +148,48 @@ TEST_F(EnvPosixTest, WriteReadSizeTruncate) {
   ASSERT_TRUE(f->Size(&size).ok());
   EXPECT_EQ(size, 1000u);
   f->Advise(0, 0, POSIX_FADV_SEQUENTIAL);
+}
+
+// Direct writes land in the file without leaving pages in the page cache
+// (the test directory is on a disk file system, which takes O_DIRECT), and
+// ordinary reads see them, also over bytes written before through the cache.
+TEST_F(EnvPosixTest, WriteDirectBypassesThePageCache) {
+  constexpr size_t kBlock = File::kDirectAlign;
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("d"), OpenMode::kCreate, &f).ok());
+  ASSERT_TRUE(f->Write(0, std::string(100, 'h')).ok());  // cached, then overwritten
+  const std::string data = testing::Payload(7, 64 * kBlock);
+  void* mem = nullptr;
+  ASSERT_EQ(::posix_memalign(&mem, kBlock, data.size()), 0);
+  std::unique_ptr<char, decltype(&std::free)> aligned(static_cast<char*>(mem), &std::free);
+  std::memcpy(aligned.get(), data.data(), data.size());
+  ASSERT_TRUE(f->WriteDirect(0, std::string_view(aligned.get(), data.size())).ok());
+  uint64_t size = 0;
+  ASSERT_TRUE(f->Size(&size).ok());
+  EXPECT_EQ(size, data.size());
+
+  // Pages of [kBlock, end) resident in the page cache, by mincore.
+  const int fd = ::open(Path("d").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  std::vector<unsigned char> resident(data.size() / kBlock);
+  ASSERT_EQ(::mincore(map, data.size(), resident.data()), 0);
+  ::munmap(map, data.size());
+  EXPECT_EQ(std::count_if(resident.begin() + 1, resident.end(), [](unsigned char c) { return c & 1; }),
+            0);
+
+  std::string back(data.size(), '\0');
+  size_t got = 0;
+  ASSERT_TRUE(f->Read(0, back.size(), back.data(), &got).ok());
+  EXPECT_EQ(got, data.size());
+  EXPECT_TRUE(back == data);
+  // A second direct write over part of the file, then an unaligned tail.
+  std::memset(aligned.get(), 'z', 2 * kBlock);
+  ASSERT_TRUE(f->WriteDirect(kBlock, std::string_view(aligned.get(), 2 * kBlock)).ok());
+  ASSERT_TRUE(f->Read(0, back.size(), back.data(), &got).ok());
+  EXPECT_TRUE(back == data.substr(0, kBlock) + std::string(2 * kBlock, 'z') + data.substr(3 * kBlock));
 }
 
 TEST_F(EnvPosixTest, PunchHoleReadsZeros) {

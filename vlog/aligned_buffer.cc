@@ -1,0 +1,52 @@
+#include "vlog/aligned_buffer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "vlog/env.h"
+
+namespace sepfs::vlog {
+namespace {
+
+size_t RoundUp(size_t n) {
+  constexpr size_t a = File::kDirectAlign;
+  return (n + a - 1) / a * a;
+}
+
+}  // namespace
+
+void AlignedBuffer::Reallocate(size_t cap) {
+  void* p = nullptr;
+  if (::posix_memalign(&p, File::kDirectAlign, cap) != 0) throw std::bad_alloc();
+  std::unique_ptr<char, Free> fresh(static_cast<char*>(p));
+  if (size_ > 0) std::memcpy(fresh.get(), mem_.get(), size_);
+  mem_ = std::move(fresh);
+  cap_ = cap;
+}
+
+void AlignedBuffer::reserve(size_t n) {
+  if (n > cap_) Reallocate(RoundUp(std::max(n, cap_ + cap_ / 2)));
+}
+
+void AlignedBuffer::resize(size_t n) {
+  reserve(n);
+  size_ = n;
+}
+
+void AlignedBuffer::erase_front(size_t n) {
+  if (n >= size_) {
+    size_ = 0;
+    return;
+  }
+  std::memmove(mem_.get(), mem_.get() + n, size_ - n);
+  size_ -= n;
+}
+
+void AlignedBuffer::shrink(size_t max_keep, size_t keep) {
+  if (cap_ <= max_keep) return;
+  const size_t cap = RoundUp(std::max(size_, keep));
+  if (cap < cap_) Reallocate(cap);
+}
+
+}  // namespace sepfs::vlog
