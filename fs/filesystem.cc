@@ -628,6 +628,7 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
 }
 
 Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen) {
+  stats_.dir_listings++;
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   if (gen != nullptr) *gen = ns_gen_.load();
   InodeRef in;

@@ -116,6 +116,7 @@ struct FsStats {
   std::atomic<uint64_t> read_eio{0};
   std::atomic<uint64_t> orphans_reclaimed{0};
   std::atomic<uint64_t> handles_opened{0};  // OpenFile calls (FUSE OPEN and CREATE)
+  std::atomic<uint64_t> dir_listings{0};    // ListDir calls (readdir from offset 0)
 };
 
 class Filesystem {

@@ -46,11 +46,12 @@ std::string Filesystem::StatsText() {
                 "  dirty bytes          %" PRIu64 "\n"
                 "  read errors (EIO)    %" PRIu64 "\n"
                 "  orphans reclaimed    %" PRIu64 "\n"
-                "  file handles opened  %" PRIu64 "\n",
+                "  file handles opened  %" PRIu64 "\n"
+                "  directory listings   %" PRIu64 "\n",
                 stats_.user_bytes_written.load(), stats_.user_bytes_read.load(),
                 stats_.flushes.load(), stats_.blocks_flushed.load(), dirty_total_.load(),
                 stats_.read_eio.load(), stats_.orphans_reclaimed.load(),
-                stats_.handles_opened.load());
+                stats_.handles_opened.load(), stats_.dir_listings.load());
   s += buf;
   const RecoveryReport& r = recovery_;
   std::snprintf(buf, sizeof(buf),

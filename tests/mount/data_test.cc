@@ -2,6 +2,7 @@
 // truncate-on-open, EOF, sync calls, fallocate, SEEK_DATA/SEEK_HOLE and
 // honest st_blocks. Every test runs with the kernel writeback cache on
 // (default) and off (-o nowriteback).
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +91,41 @@ TEST_P(DataTest, OpensOfExistingFilesReachTheDaemonOnlyWhenAsked) {
   { UniqueFd c = Open("new", O_CREAT | O_WRONLY); }
   EXPECT_EQ(HandlesOpened(mnt()) - before,
             opened + (std::string(GetParam()) == "open_requests" ? 1u : 0u));
+}
+
+// A listing of an unchanged directory comes from the kernel's cache of it;
+// every change made through the mount (create, unlink, rename in and out)
+// shows in the next listing.
+TEST_P(DataTest, UnchangedDirectoriesAreListedFromTheKernelsCache) {
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_SYS_OK(::mkdir(P("e").c_str(), 0755));
+  for (const char* n : {"a", "b", "c"}) ASSERT_NO_FATAL_FAILURE(WriteFile(P(std::string("d/") + n), n));
+  auto names = [&](const std::string& rel) {
+    std::set<std::string> out;
+    DIR* dir = ::opendir(P(rel).c_str());
+    EXPECT_NE(dir, nullptr) << strerror(errno);
+    if (dir == nullptr) return out;
+    while (struct dirent* e = ::readdir(dir)) out.insert(e->d_name);
+    ::closedir(dir);
+    return out;
+  };
+  using Names = std::set<std::string>;
+  EXPECT_EQ(names("d"), (Names{".", "..", "a", "b", "c"}));
+  const uint64_t before = StatsCounter(mnt(), "directory listings");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(names("d"), (Names{".", "..", "a", "b", "c"}));
+  EXPECT_EQ(StatsCounter(mnt(), "directory listings"), before);
+
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("d/new"), "n"));
+  EXPECT_EQ(names("d"), (Names{".", "..", "a", "b", "c", "new"}));
+  ASSERT_SYS_OK(::unlink(P("d/a").c_str()));
+  EXPECT_EQ(names("d"), (Names{".", "..", "b", "c", "new"}));
+  ASSERT_SYS_OK(::rename(P("d/b").c_str(), P("e/b").c_str()));
+  EXPECT_EQ(names("d"), (Names{".", "..", "c", "new"}));
+  EXPECT_EQ(names("e"), (Names{".", "..", "b"}));
+  ASSERT_SYS_OK(::rename(P("e/b").c_str(), P("d/b2").c_str()));
+  EXPECT_EQ(names("d"), (Names{".", "..", "b2", "c", "new"}));
+  EXPECT_EQ(names("e"), (Names{".", ".."}));
+  EXPECT_GT(StatsCounter(mnt(), "directory listings"), before);
 }
 
 // Created, written, closed and unlinked files give their space back while
