@@ -409,11 +409,10 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     if (!S_ISDIR(r.mode)) return ReplyErr(req, Status::FromErrno(ENOTDIR, "not a directory"));
     auto h = std::make_unique<DirHandle>();
     fi->fh = reinterpret_cast<uint64_t>(h.get());
-    // The kernel keeps the listing in the directory's page cache and serves
-    // the next opendir from it while the directory is unchanged: every change
-    // goes through this mount, and the kernel drops the cache on each.
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
+    // No cache_readdir: the kernel's listing cache takes an offset to mean
+    // the same position in every handle and joins replies of different
+    // handles, while ours index one handle's snapshot (a handle served from
+    // the cache and then by the daemon would skip or repeat entries).
     if (fuse_reply_open(req, fi) == 0) h.release();
   });
 }
