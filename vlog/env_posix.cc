@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "vlog/env.h"
@@ -36,13 +35,6 @@ class Fd {
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = other.release();
-    }
-    return *this;
-  }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -119,10 +111,17 @@ class PosixFile final : public File {
   }
 
   Status WriteDirect(uint64_t off, std::string_view data) override {
-    const int dfd = DirectFd();
+    // A descriptor per call: a file is written direct only in large pieces,
+    // and none stays open after its writer is done with it.
+    Fd dfd(direct_refused_.load(std::memory_order_relaxed)
+               ? -1
+               : OpenRetry(path_.c_str(), O_WRONLY | O_DIRECT, 0));
+    if (dfd.get() < 0 && errno == EINVAL) {  // no O_DIRECT here (tmpfs): buffered from now
+      direct_refused_.store(true, std::memory_order_relaxed);
+    }
     size_t done = 0;
-    while (dfd >= 0 && done < data.size()) {
-      ssize_t r = ::pwrite(dfd, data.data() + done, data.size() - done,
+    while (dfd.get() >= 0 && done < data.size()) {
+      ssize_t r = ::pwrite(dfd.get(), data.data() + done, data.size() - done,
                            static_cast<off_t>(off + done));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && errno == EINVAL) {  // alignment the file system rejects: buffered from now
@@ -193,19 +192,9 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
-  // A second descriptor of the file, opened O_DIRECT on first use; -1 where
-  // the file system refuses O_DIRECT (tmpfs), and WriteDirect is Write.
-  int DirectFd() {
-    std::call_once(direct_once_, [this] {
-      direct_ = Fd(OpenRetry(path_.c_str(), O_WRONLY | O_DIRECT, 0));
-    });
-    return direct_refused_.load(std::memory_order_relaxed) ? -1 : direct_.get();
-  }
-
   const std::string path_;
   const int fd_;
-  std::once_flag direct_once_;
-  Fd direct_;
+  // The file system refused O_DIRECT: WriteDirect is Write.
   std::atomic<bool> direct_refused_{false};
 };
 

@@ -46,18 +46,24 @@ void SubtractLive(Segment& seg, uint64_t n) {
   }
 }
 
-// Writes a segment header for segment `id` (created now) at offset 0 of
-// file; *create_time gets the time it names.
-Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
-                          uint64_t* create_time) {
+// Encodes into raw (kSegmentHeaderSize bytes) the header of segment `id`,
+// created now; *create_time gets the time it names.
+void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t* create_time,
+                       char* raw) {
   SegmentHeader h;
   h.stream = static_cast<uint8_t>(stream);
   h.flags = flags;
   h.segment_id = id;
   h.create_time = static_cast<uint64_t>(std::time(nullptr));
-  char raw[kSegmentHeaderSize];
   EncodeSegmentHeader(h, raw);
   *create_time = h.create_time;
+}
+
+// Writes a segment header for segment `id` (created now) at offset 0 of file.
+Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
+                          uint64_t* create_time) {
+  char raw[kSegmentHeaderSize];
+  MakeSegmentHeader(id, stream, flags, create_time, raw);
   return file->Write(0, std::string_view(raw, sizeof(raw)));
 }
 
@@ -114,16 +120,19 @@ class ValueLog::Impl {
     std::mutex mu;
     std::shared_ptr<Segment> seg;  // open segment; null until the first Append
     // buf[lead, size) are the records not yet written, starting at
-    // seg->flushed. buf[0, lead) is unused: lead = seg->flushed mod
-    // File::kDirectAlign, so every file block of the records lies at an
-    // aligned address, ready for File::WriteDirect.
+    // seg->flushed; buf[0, lead) are the bytes already in the file of the
+    // block that seg->flushed falls in (lead = seg->flushed mod
+    // File::kDirectAlign). So buf[0] is at a block boundary of the file and
+    // at an aligned address: a flush can write whole blocks from there with
+    // File::WriteDirect, the partly written one included.
     AlignedBuffer buf;
     size_t lead = 0;
     size_t pending() const { return buf.size() - lead; }
-    // Starts an empty buffer for records from file offset `flushed` on.
-    void Restart(uint64_t flushed) {
-      lead = flushed % File::kDirectAlign;
-      buf.resize(lead);
+    // After a write up to `end`: keeps the bytes of end's block.
+    void KeepLastBlock(uint64_t end) {
+      const size_t keep = end % File::kDirectAlign;
+      buf.erase_front(buf.size() - keep);
+      lead = keep;
     }
   };
 
@@ -321,7 +330,9 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
   dir_dirty_ = true;
-  Status st = WriteSegmentHeader(seg->file.get(), id, stream, 0, &seg->create_time);
+  char header[kSegmentHeaderSize];
+  MakeSegmentHeader(id, stream, 0, &seg->create_time, header);
+  Status st = seg->file->Write(0, std::string_view(header, sizeof(header)));
   if (!st.ok()) {
     seg->file.reset();
     Status rm = env_->RemoveFile(path);
@@ -331,7 +342,9 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   seg->size = kSegmentHeaderSize;
   seg->flushed = kSegmentHeaderSize;
   StreamState& s = streams_[static_cast<int>(stream)];
-  s.Restart(kSegmentHeaderSize);
+  s.buf.resize(kSegmentHeaderSize);
+  s.lead = kSegmentHeaderSize;
+  std::memcpy(s.buf.data(), header, kSegmentHeaderSize);
   seg->needs_sync = true;
   seg->open = true;
   {
@@ -348,27 +361,26 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
   Segment& seg = *s.seg;
   const uint64_t off = seg.flushed.load(std::memory_order_relaxed);
   const uint64_t end = off + pending;
-  const char* data = s.buf.data() + s.lead;  // the byte of file offset off
-  auto write = [&](uint64_t from, uint64_t to) {
-    return from == to ? Status::OK()
-                      : seg.file->Write(from, std::string_view(data + (from - off), to - from));
+  const uint64_t base = off - s.lead;  // file offset of buf[0], a block boundary
+  auto bytes = [&](uint64_t from, uint64_t to) {
+    return std::string_view(s.buf.data() + (from - base), to - from);
   };
-  // The whole blocks of a large flush bypass the page cache; its ends share
-  // blocks with the previous and the next flush and go through it.
-  constexpr uint64_t kAlign = File::kDirectAlign;
-  const uint64_t lo = (off + kAlign - 1) / kAlign * kAlign;
-  const uint64_t hi = end / kAlign * kAlign;
+  // A large flush writes its whole blocks around the page cache, from the
+  // start of the partly written one (its first bytes again, unchanged), so
+  // no block is written by both paths; the partial last block goes through
+  // the page cache, and so does a small flush.
+  const uint64_t hi = end / File::kDirectAlign * File::kDirectAlign;
   Status st;
-  if (opt_.direct_writes && hi > lo && hi - lo >= kMinDirectWrite) {
-    st = write(off, lo);
-    if (st.ok()) st = seg.file->WriteDirect(lo, std::string_view(data + (lo - off), hi - lo));
-    if (st.ok()) st = write(hi, end);
+  if (opt_.direct_writes && hi > base && hi - base >= kMinDirectWrite) {
+    st = seg.file->WriteDirect(base, bytes(base, hi));
+    if (st.ok() && end > hi) st = seg.file->Write(hi, bytes(hi, end));
   } else {
-    st = write(off, end);
+    st = seg.file->Write(off, bytes(off, end));
   }
   if (st.ok()) {
     seg.flushed.store(end, std::memory_order_release);
     seg.needs_sync = true;
+    s.KeepLastBlock(end);
   } else {
     // Drop the unwritten records: nothing durable points at them yet (callers
     // flush before writing metadata), and the segment must stay appendable.
@@ -379,8 +391,8 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     drops_[static_cast<int>(seg.stream)].fetch_add(1, std::memory_order_acq_rel);
     Log(SegName(seg.id) + ": dropped " + std::to_string(pending) +
         " buffered bytes after a failed write: " + st.ToString());
+    s.buf.resize(s.lead);  // the records go, the bytes of the block in the file stay
   }
-  s.Restart(seg.flushed.load(std::memory_order_relaxed));
   s.buf.shrink(2 * opt_.append_buffer_size, opt_.append_buffer_size + File::kDirectAlign);
   return st.ok() ? st : st.WithContext("vlog flush of " + SegName(seg.id));
 }

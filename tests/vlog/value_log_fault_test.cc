@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -20,14 +21,16 @@ using testing::Payload;
 
 using testing::Written;
 
-// Fails File::Write with ENOSPC while `fail_writes` is set; with
-// `partial_writes`, writes half of the data before failing.
+// Fails File::Write with ENOSPC while `fail_writes` is set, or the
+// `fail_nth`th write from when it was set; with `partial_writes`, writes half
+// of the data before failing. (WriteDirect is not forwarded: it is Write.)
 class FaultEnv : public EnvWrapper {
  public:
   FaultEnv() : EnvWrapper(Env::Default()) {}
 
   std::atomic<bool> fail_writes{false};
   std::atomic<bool> partial_writes{false};
+  std::atomic<int> fail_nth{0};
   std::atomic<int> syncs{0};
   std::atomic<int> dir_syncs{0};
 
@@ -47,7 +50,7 @@ class FaultEnv : public EnvWrapper {
    public:
     FaultFile(FaultEnv* env, std::unique_ptr<File> f) : FileWrapper(std::move(f)), env_(env) {}
     Status Write(uint64_t off, std::string_view data) override {
-      if (env_->fail_writes) {
+      if (env_->fail_writes || (env_->fail_nth > 0 && --env_->fail_nth == 0)) {
         if (env_->partial_writes) (void)target()->Write(off, data.substr(0, data.size() / 2));
         return Status::FromErrno(ENOSPC, target()->path() + ": pwrite: injected");
       }
@@ -331,6 +334,57 @@ TEST_F(ValueLogFaultTest, EnospcOnFlushKeepsTheLogUsable) {
                     .ok());
     EXPECT_EQ(records, 2);
     vlog_.reset();
+  }
+}
+
+// A large flush writes in two parts (whole blocks, then the partial last
+// one); a failure of either drops the flush's records and truncates the
+// file back, and the log goes on from the partly written block it kept.
+TEST_F(ValueLogFaultTest, FailedPartOfALargeFlushKeepsTheLogUsable) {
+  for (int nth : {1, 2}) {
+    SCOPED_TRACE("failing write " + std::to_string(nth));
+    options_.direct_writes = true;
+    OpenLog();
+    vlog_.reset();
+    options_.append_buffer_size = 4 << 20;
+    Status open = ValueLog::Open(options_, dir_, &vlog_);
+    ASSERT_TRUE(open.ok()) << open.ToString();
+    Written kept = Put(Stream::kHot, 1, 0, 1234);  // the flushed end is mid-block
+    ASSERT_TRUE(vlog_->Flush().ok());
+    const uint32_t seg = kept.ptr.segment;
+    const uint64_t good_size = kept.ptr.offset + kept.ptr.record_size();
+    std::vector<Written> lost;
+    for (int i = 0; i < 5; ++i) lost.push_back(Put(Stream::kHot, 2, i, 50000 + i));
+    env_.fail_nth = nth;
+    Status st = vlog_->Flush();
+    EXPECT_EQ(st.err(), ENOSPC) << st.ToString();
+    EXPECT_EQ(env_.fail_nth, 0);  // the flush made at least nth writes
+    env_.fail_nth = 0;
+    EXPECT_EQ(FileSize(seg), good_size);
+    for (const Written& w : lost) EXPECT_TRUE(ReadBack(w).IsCorruption());
+    EXPECT_TRUE(ReadBack(kept).ok());
+
+    std::vector<Written> after;
+    for (int i = 0; i < 5; ++i) after.push_back(Put(Stream::kHot, 3, i, 40000 + 3 * i));
+    ASSERT_TRUE(vlog_->Sync().ok());
+    EXPECT_EQ(after[0].ptr.offset, good_size);
+    for (const Written& w : after) EXPECT_TRUE(ReadBack(w).ok());
+    vlog_.reset();
+    OpenLog();
+    EXPECT_TRUE(ReadBack(kept).ok());
+    for (const Written& w : after) EXPECT_TRUE(ReadBack(w).ok());
+    int records = 0;
+    ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr&, const RecordHeader&,
+                                            std::string_view, const Status& s) {
+                       EXPECT_TRUE(s.ok()) << s.ToString();
+                       ++records;
+                       return true;
+                     })
+                    .ok());
+    EXPECT_EQ(records, 6);
+    vlog_.reset();
+    std::filesystem::remove_all(dir_);
+    options_.append_buffer_size = 64 << 10;
   }
 }
 
