@@ -93,6 +93,18 @@ class ValueLogFaultTest : public ::testing::Test {
   void Truncate(uint32_t seg, uint64_t size) {
     ASSERT_EQ(::truncate(SegPath(seg).c_str(), size), 0);
   }
+  // Records of segment seg, each expected to scan cleanly; -1 if the scan fails.
+  int CountRecords(uint32_t seg) {
+    int records = 0;
+    Status st = vlog_->ScanSegment(
+        seg, [&](const BlockPtr&, const RecordHeader&, std::string_view, const Status& s) {
+          EXPECT_TRUE(s.ok()) << s.ToString();
+          ++records;
+          return true;
+        });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return st.ok() ? records : -1;
+  }
   uint64_t FileSize(uint32_t seg) {
     struct stat st;
     EXPECT_EQ(::stat(SegPath(seg).c_str(), &st), 0);
@@ -324,15 +336,7 @@ TEST_F(ValueLogFaultTest, EnospcOnFlushKeepsTheLogUsable) {
     EXPECT_TRUE(ReadBack(kept).ok());
     EXPECT_TRUE(ReadBack(after).ok());
     EXPECT_TRUE(ReadBack(lost2).IsCorruption());
-    int records = 0;
-    ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr&, const RecordHeader&,
-                                            std::string_view, const Status& s) {
-                       EXPECT_TRUE(s.ok()) << s.ToString();
-                       ++records;
-                       return true;
-                     })
-                    .ok());
-    EXPECT_EQ(records, 2);
+    EXPECT_EQ(CountRecords(seg), 2);
     vlog_.reset();
   }
 }
@@ -373,15 +377,7 @@ TEST_F(ValueLogFaultTest, FailedPartOfALargeFlushKeepsTheLogUsable) {
     OpenLog();
     EXPECT_TRUE(ReadBack(kept).ok());
     for (const Written& w : after) EXPECT_TRUE(ReadBack(w).ok());
-    int records = 0;
-    ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr&, const RecordHeader&,
-                                            std::string_view, const Status& s) {
-                       EXPECT_TRUE(s.ok()) << s.ToString();
-                       ++records;
-                       return true;
-                     })
-                    .ok());
-    EXPECT_EQ(records, 6);
+    EXPECT_EQ(CountRecords(seg), 6);
     vlog_.reset();
     std::filesystem::remove_all(dir_);
     options_.append_buffer_size = 64 << 10;
