@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "fs/clock.h"
 #include "fs/fsck.h"
@@ -143,7 +144,7 @@ Status Filesystem::GetInode(uint64_t ino, InodeRef* out) {
   SEPFS_RETURN_IF_ERROR(st);
   std::lock_guard<std::mutex> l(table_mu_);
   auto [it, inserted] = table_.emplace(ino, nullptr);
-  if (inserted) it->second = std::make_shared<Inode>(rec);
+  if (inserted) it->second = std::make_shared<Inode>(rec, ns_gen_.load());
   *out = it->second;
   return Status::OK();
 }
@@ -390,10 +391,10 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   if (!symlink.empty()) b.Put(kv::SymlinkKey(child.ino), symlink);
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
-  ns_gen_++;  // entries changed: listings taken before are stale
+  EntriesChanged(parent.get());
   parent->rec = p;
 
-  auto in = std::make_shared<Inode>(child);
+  auto in = std::make_shared<Inode>(child, ns_gen_.load());
   if (IsDir(mode)) in->parent = parent_ino;
   in->lookups = 1;
   {
@@ -453,7 +454,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   b.PutInode(r);
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
-  ns_gen_++;  // entries changed: listings taken before are stale
+  EntriesChanged(parent.get());
   in->rec = r;
   parent->rec = p;
   in->attr_dirty = false;
@@ -511,7 +512,7 @@ Status Filesystem::RemoveEntry(uint64_t parent_ino, std::string_view name, bool 
     p.mtime = p.ctime = now;
     b.PutInode(p);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
-    ns_gen_++;  // entries changed: listings taken before are stale
+    EntriesChanged(parent.get());
     parent->rec = p;
     victim->rec.nlink = r.nlink;
     victim->rec.ctime = r.ctime;
@@ -604,7 +605,13 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     b.PutInode(p);
     if (parent != new_parent) b.PutInode(np);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
-    ns_gen_++;  // entries changed: listings taken before are stale
+    EntriesChanged(parent.get());
+    if (parent != new_parent) {
+      EntriesChanged(new_parent.get());
+      // A directory moved to another parent has a new "..".
+      if (src_dir) EntriesChanged(src.get(), /*moved=*/true);
+      if (dst && dst_dir && (flags & RENAME_EXCHANGE)) EntriesChanged(dst.get(), true);
+    }
     parent->rec = p;
     if (parent != new_parent) new_parent->rec = np;
     src->rec.ctime = s.ctime;
@@ -627,12 +634,32 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
   return Status::OK();
 }
 
+void Filesystem::EntriesChanged(Inode* dir, bool moved) {
+  dir->entries_gen = ++ns_gen_;
+  if (moved) dir->moved = true;
+}
+
+uint64_t Filesystem::EntriesGen(uint64_t dir) {
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  std::lock_guard<std::mutex> l(table_mu_);
+  auto it = table_.find(dir);
+  return it == table_.end() ? ns_gen_.load() + 1 : it->second->entries_gen;
+}
+
+bool Filesystem::TakeMoved(uint64_t dir) {
+  std::unique_lock<std::shared_mutex> ns(ns_mu_);
+  std::lock_guard<std::mutex> l(table_mu_);
+  auto it = table_.find(dir);
+  if (it == table_.end()) return false;
+  return std::exchange(it->second->moved, false);
+}
+
 Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen) {
   stats_.dir_listings++;
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
-  if (gen != nullptr) *gen = ns_gen_.load();
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  if (gen != nullptr) *gen = in->entries_gen;
   uint64_t parent;
   {
     std::lock_guard<std::mutex> il(in->mu);
@@ -665,8 +692,13 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
   // A listing taken before a namespace change may name entries that are
   // gone or moved: attributes for them would make the kernel bind the name
   // to that inode. Then each name is checked against the directory.
-  const bool recheck = !listed_gen || *listed_gen != ns_gen_.load();
   const uint64_t dir = !entries.empty() && entries[0].name == "." ? entries[0].ino : 0;
+  bool recheck = !listed_gen;
+  if (!recheck) {
+    std::lock_guard<std::mutex> l(table_mu_);
+    auto it = table_.find(dir);
+    recheck = it == table_.end() || it->second->entries_gen != *listed_gen;
+  }
   for (size_t base = start; base < entries.size(); base += kWindow) {
     const size_t end = std::min(entries.size(), base + kWindow);
     // Attributes of entries not in the table come from one forward scan
@@ -724,7 +756,7 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
       if (dot || r.ino == 0) continue;
       std::lock_guard<std::mutex> l(table_mu_);
       auto [it, inserted] = table_.emplace(r.ino, nullptr);
-      if (inserted) it->second = std::make_shared<Inode>(r);
+      if (inserted) it->second = std::make_shared<Inode>(r, ns_gen_.load());
       // Entries come from one directory: ".", when listed, names it.
       if (S_ISDIR(r.mode) && !entries.empty() && entries[0].name == ".") {
         it->second->parent = entries[0].ino;

@@ -116,7 +116,7 @@ struct FsStats {
   std::atomic<uint64_t> read_eio{0};
   std::atomic<uint64_t> orphans_reclaimed{0};
   std::atomic<uint64_t> handles_opened{0};  // OpenFile calls (FUSE OPEN and CREATE)
-  std::atomic<uint64_t> dir_listings{0};    // ListDir calls (readdir from offset 0)
+  std::atomic<uint64_t> dir_listings{0};    // ListDir calls: listings the daemon took
 };
 
 class Filesystem {
@@ -158,8 +158,16 @@ class Filesystem {
                 std::string_view new_name, unsigned flags);
 
   // Directory listing: "." and ".." first, then entries in key order.
-  // *gen (optional) receives the namespace generation the listing belongs to.
+  // *gen (optional) receives the generation of the directory's entries the
+  // listing belongs to (EntriesGen).
   Status ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen = nullptr);
+  // The generation of dir's entries now (ListDir's *gen): a listing of an
+  // older one may be stale.
+  uint64_t EntriesGen(uint64_t dir);
+  // Whether dir's ".." changed (it moved to another parent) since the last
+  // call; clears the mark. The kernel does not drop its cache of dir's
+  // listing then.
+  bool TakeMoved(uint64_t dir);
   // readdirplus: calls fill(entry, attributes) for entries[start...] in
   // order until it returns false. Every entry accepted by fill, except "."
   // and "..", gets one kernel reference. Attributes of entries not in
@@ -320,6 +328,8 @@ class Filesystem {
   std::atomic<uint64_t> dirty_total_{0};
   // Bumped (under ns_mu_ exclusive) by every change of directory entries.
   std::atomic<uint64_t> ns_gen_{0};
+  // A change of dir's entries (ns_mu_ held exclusively); moved: of its "..".
+  void EntriesChanged(Inode* dir, bool moved = false);
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "fs/clock.h"
+#include "fs/dir_cookie.h"
 
 namespace sepfs::fs {
 
@@ -391,10 +392,12 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
   Guard(req, [&] { ReplyErr(req, Fs(req)->Fsync(ino, datasync != 0)); });
 }
 
-// A directory handle holds the listing taken at the first readdir, so
-// offsets stay stable while the directory changes.
+// A directory handle keeps its latest listing, in cookie order
+// (fs/dir_cookie.h), while the namespace is unchanged; offsets are cookies,
+// so a listing taken again after a change resumes where the last reply
+// ended, also for the kernel's cache of listings.
 struct DirHandle {
-  std::vector<DirListEntry> entries;
+  CookieListing listing;
   uint64_t gen = 0;  // namespace generation of the listing
   bool loaded = false;
 };
@@ -409,10 +412,15 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     if (!S_ISDIR(r.mode)) return ReplyErr(req, Status::FromErrno(ENOTDIR, "not a directory"));
     auto h = std::make_unique<DirHandle>();
     fi->fh = reinterpret_cast<uint64_t>(h.get());
-    // No cache_readdir: the kernel's listing cache takes an offset to mean
-    // the same position in every handle and joins replies of different
-    // handles, while ours index one handle's snapshot (a handle served from
-    // the cache and then by the daemon would skip or repeat entries).
+    // The kernel keeps the listing in the directory's page cache and serves
+    // the next opendir from it until the directory changes (it drops the
+    // cache on every change it makes, and all go through this mount). It
+    // resumes any handle at an offset and joins replies of several handles,
+    // which cookies (the same offset for an entry in every listing) allow.
+    // A directory that moved has a new ".." the kernel's cache does not
+    // know: this open drops it.
+    fi->cache_readdir = 1;
+    fi->keep_cache = Fs(req)->TakeMoved(ino) ? 0 : 1;
     if (fuse_reply_open(req, fi) == 0) h.release();
   });
 }
@@ -421,17 +429,33 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                struct fuse_file_info* fi, bool plus) {
   Guard(req, [&] {
     DirHandle* h = Handle(fi);
-    if (!h->loaded || off == 0) {
-      Status st = Fs(req)->ListDir(ino, &h->entries, &h->gen);
+    if (!h->loaded || off == 0 || h->gen != Fs(req)->EntriesGen(ino)) {
+      std::vector<DirListEntry> entries;
+      Status st = Fs(req)->ListDir(ino, &entries, &h->gen);
       if (!st.ok()) return ReplyErr(req, st);
+      h->listing = SortByCookie(std::move(entries));
       h->loaded = true;
-      Fs(req)->DirListed(ino, h->entries);
+      if (off == 0) Fs(req)->DirListed(ino, h->listing.entries);
     }
+    const CookieListing& listing = h->listing;
     std::string buf(size, '\0');
     size_t used = 0;
-    const size_t start = static_cast<size_t>(off);
+    const size_t start = listing.After(static_cast<uint64_t>(off));
+    // Entries sharing a cookie go in one reply or none: the next readdir
+    // resumes after that cookie.
+    size_t group_end = start;
     auto add = [&](const DirListEntry& e, const kv::InodeRecord& r, size_t index) {
-      const off_t next = static_cast<off_t>(index + 1);
+      const off_t next = static_cast<off_t>(listing.cookies[index]);
+      if (index >= group_end) {
+        group_end = listing.GroupEnd(index);
+        size_t group = 0;
+        for (size_t j = index; j < group_end; ++j) {
+          const char* n = listing.entries[j].name.c_str();
+          group += plus ? fuse_add_direntry_plus(req, nullptr, 0, n, nullptr, 0)
+                        : fuse_add_direntry(req, nullptr, 0, n, nullptr, 0);
+        }
+        if (group > size - used) return false;
+      }
       size_t need;
       if (plus) {
         fuse_entry_param p;
@@ -461,7 +485,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (plus) {
       size_t index = start;
       Status st = fs->ReadDirPlus(
-          h->entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+          listing.entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
             if (!add(e, r, index++)) return false;
             if (e.name != "." && e.name != ".." && r.ino != 0) looked_up.push_back(r.ino);
             return true;
@@ -473,8 +497,8 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
       }
     } else {
-      for (size_t i = start; i < h->entries.size(); i++) {
-        if (!add(h->entries[i], kv::InodeRecord{}, i)) break;
+      for (size_t i = start; i < listing.entries.size(); i++) {
+        if (!add(listing.entries[i], kv::InodeRecord{}, i)) break;
       }
     }
     if (fuse_reply_buf(req, buf.data(), used) != 0) {

@@ -26,7 +26,9 @@ inline uint32_t KillSuidSgid(uint32_t mode) {
 }
 
 struct Inode {
-  explicit Inode(const kv::InodeRecord& r) : ino(r.ino), rec(r) {}
+  // entries_gen: the namespace generation now (a listing of an older one
+  // may be stale).
+  Inode(const kv::InodeRecord& r, uint64_t gen) : ino(r.ino), rec(r), entries_gen(gen) {}
 
   const uint64_t ino;
 
@@ -47,6 +49,13 @@ struct Inode {
   bool dead = false;    // reclaimed: never flushed again
   int write_error = 0;  // errno of a failed flush not yet reported (errseq)
   int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold  // directories: parent ino when known (for "..")
+
+  // Directories, guarded by Filesystem::ns_mu_: the namespace generation
+  // of the last change of the entries, ".." included (Filesystem::ns_gen_),
+  // and whether ".." changed since the kernel last cached a listing (the
+  // kernel drops its cache of the parents only).
+  uint64_t entries_gen = 0;
+  bool moved = false;
 
   // Guarded by Filesystem::table_mu_.
   uint64_t lookups = 0;  // kernel references (lookup count)
