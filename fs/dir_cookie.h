@@ -6,8 +6,11 @@
 // changed, or the kernel's cache of listings (which joins replies of
 // several handles), returns every unchanged entry exactly once.
 //
-// Two names may share a cookie (about 2^-61 per pair); such a group must
-// travel in one reply (CookieGroupEnd).
+// Two names may share a cookie (about 2^-63 per pair of names); such a
+// group travels in one reply (CookieListing::GroupEnd), but should the
+// kernel's copy to the reader stop inside the group, the rest of it is
+// skipped, as with any hash cookie. Offsets above 2^31 need large-file
+// support in 32-bit readers (telldir, non-LFS readdir).
 #pragma once
 
 #include <cstddef>

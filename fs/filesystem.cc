@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <utility>
 
 #include "fs/clock.h"
 #include "fs/fsck.h"
@@ -532,7 +531,8 @@ Status Filesystem::Rmdir(uint64_t parent, std::string_view name) {
 }
 
 Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t new_parent_ino,
-                          std::string_view new_name, unsigned flags) {
+                          std::string_view new_name, unsigned flags,
+                          std::vector<uint64_t>* moved_dirs) {
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) return Status::InvalidArgument("flags");
   if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) {
     return Status::InvalidArgument("flags");
@@ -609,8 +609,13 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     if (parent != new_parent) {
       EntriesChanged(new_parent.get());
       // A directory moved to another parent has a new "..".
-      if (src_dir) EntriesChanged(src.get(), /*moved=*/true);
-      if (dst && dst_dir && (flags & RENAME_EXCHANGE)) EntriesChanged(dst.get(), true);
+      std::vector<Inode*> moved;
+      if (src_dir) moved.push_back(src.get());
+      if (dst && dst_dir && (flags & RENAME_EXCHANGE)) moved.push_back(dst.get());
+      for (Inode* d : moved) {
+        EntriesChanged(d);
+        if (moved_dirs != nullptr) moved_dirs->push_back(d->ino);
+      }
     }
     parent->rec = p;
     if (parent != new_parent) new_parent->rec = np;
@@ -634,24 +639,13 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
   return Status::OK();
 }
 
-void Filesystem::EntriesChanged(Inode* dir, bool moved) {
-  dir->entries_gen = ++ns_gen_;
-  if (moved) dir->moved = true;
-}
+void Filesystem::EntriesChanged(Inode* dir) { dir->entries_gen = ++ns_gen_; }
 
 uint64_t Filesystem::EntriesGen(uint64_t dir) {
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   std::lock_guard<std::mutex> l(table_mu_);
   auto it = table_.find(dir);
   return it == table_.end() ? ns_gen_.load() + 1 : it->second->entries_gen;
-}
-
-bool Filesystem::TakeMoved(uint64_t dir) {
-  std::unique_lock<std::shared_mutex> ns(ns_mu_);
-  std::lock_guard<std::mutex> l(table_mu_);
-  auto it = table_.find(dir);
-  if (it == table_.end()) return false;
-  return std::exchange(it->second->moved, false);
 }
 
 Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_t* gen) {

@@ -153,9 +153,11 @@ class Filesystem {
   Status Link(uint64_t ino, uint64_t new_parent, std::string_view new_name, kv::InodeRecord* out);
   Status Unlink(uint64_t parent, std::string_view name);
   Status Rmdir(uint64_t parent, std::string_view name);
-  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE.
+  // flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. *moved_dirs (optional)
+  // gets the directories that moved to another parent (their ".." changed).
   Status Rename(uint64_t parent, std::string_view name, uint64_t new_parent,
-                std::string_view new_name, unsigned flags);
+                std::string_view new_name, unsigned flags,
+                std::vector<uint64_t>* moved_dirs = nullptr);
 
   // Directory listing: "." and ".." first, then entries in key order.
   // *gen (optional) receives the generation of the directory's entries the
@@ -164,10 +166,6 @@ class Filesystem {
   // The generation of dir's entries now (ListDir's *gen): a listing of an
   // older one may be stale.
   uint64_t EntriesGen(uint64_t dir);
-  // Whether dir's ".." changed (it moved to another parent) since the last
-  // call; clears the mark. The kernel does not drop its cache of dir's
-  // listing then.
-  bool TakeMoved(uint64_t dir);
   // readdirplus: calls fill(entry, attributes) for entries[start...] in
   // order until it returns false. Every entry accepted by fill, except "."
   // and "..", gets one kernel reference. Attributes of entries not in
@@ -328,8 +326,8 @@ class Filesystem {
   std::atomic<uint64_t> dirty_total_{0};
   // Bumped (under ns_mu_ exclusive) by every change of directory entries.
   std::atomic<uint64_t> ns_gen_{0};
-  // A change of dir's entries (ns_mu_ held exclusively); moved: of its "..".
-  void EntriesChanged(Inode* dir, bool moved = false);
+  // A change of dir's entries, ".." included (ns_mu_ held exclusively).
+  void EntriesChanged(Inode* dir);
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;

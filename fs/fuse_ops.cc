@@ -239,7 +239,17 @@ void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
               const char* newname, unsigned int flags) {
-  Guard(req, [&] { ReplyErr(req, Fs(req)->Rename(parent, name, newparent, newname, flags)); });
+  Guard(req, [&] {
+    std::vector<uint64_t> moved;
+    struct fuse_session* session = Ctx(req)->session;  // req is gone once answered
+    ReplyErr(req, Fs(req)->Rename(parent, name, newparent, newname, flags, &moved));
+    // The kernel drops its cached listings of the two parents only; a moved
+    // directory's listing names its old "..". Dropped once the rename is
+    // answered (the cache's pages; no inode lock is taken).
+    for (uint64_t dir : moved) {
+      if (session) (void)fuse_lowlevel_notify_inval_inode(session, dir, 0, 0);
+    }
+  });
 }
 
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
@@ -398,8 +408,9 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
 // ended, also for the kernel's cache of listings.
 struct DirHandle {
   CookieListing listing;
-  uint64_t gen = 0;  // namespace generation of the listing
+  uint64_t gen = 0;  // generation of the directory's entries (EntriesGen)
   bool loaded = false;
+  bool listed = false;  // the prefetcher was told of a listing (DirListed)
 };
 
 DirHandle* Handle(struct fuse_file_info* fi) { return reinterpret_cast<DirHandle*>(fi->fh); }
@@ -417,10 +428,8 @@ void OpOpendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     // cache on every change it makes, and all go through this mount). It
     // resumes any handle at an offset and joins replies of several handles,
     // which cookies (the same offset for an entry in every listing) allow.
-    // A directory that moved has a new ".." the kernel's cache does not
-    // know: this open drops it.
     fi->cache_readdir = 1;
-    fi->keep_cache = Fs(req)->TakeMoved(ino) ? 0 : 1;
+    fi->keep_cache = 1;
     if (fuse_reply_open(req, fi) == 0) h.release();
   });
 }
@@ -431,11 +440,20 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     DirHandle* h = Handle(fi);
     if (!h->loaded || off == 0 || h->gen != Fs(req)->EntriesGen(ino)) {
       std::vector<DirListEntry> entries;
-      Status st = Fs(req)->ListDir(ino, &entries, &h->gen);
-      if (!st.ok()) return ReplyErr(req, st);
+      uint64_t gen = 0;
+      Status st = Fs(req)->ListDir(ino, &entries, &gen);
+      if (!st.ok()) {
+        h->loaded = false;  // never the old listing under a new generation
+        return ReplyErr(req, st);
+      }
+      // Name order for the prefetcher: the order `for f in dir/*` reads.
+      if (off == 0) {
+        Fs(req)->DirListed(ino, entries);
+        h->listed = true;
+      }
       h->listing = SortByCookie(std::move(entries));
+      h->gen = gen;
       h->loaded = true;
-      if (off == 0) Fs(req)->DirListed(ino, h->listing.entries);
     }
     const CookieListing& listing = h->listing;
     std::string buf(size, '\0');
@@ -518,7 +536,7 @@ void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  if (Handle(fi)->loaded) Fs(req)->DirReleased(ino);
+  if (Handle(fi)->listed) Fs(req)->DirReleased(ino);
   delete Handle(fi);
   fuse_reply_err(req, 0);
 }

@@ -51,11 +51,8 @@ struct Inode {
   int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold  // directories: parent ino when known (for "..")
 
   // Directories, guarded by Filesystem::ns_mu_: the namespace generation
-  // of the last change of the entries, ".." included (Filesystem::ns_gen_),
-  // and whether ".." changed since the kernel last cached a listing (the
-  // kernel drops its cache of the parents only).
+  // of the last change of the entries, ".." included (Filesystem::ns_gen_).
   uint64_t entries_gen = 0;
-  bool moved = false;
 
   // Guarded by Filesystem::table_mu_.
   uint64_t lookups = 0;  // kernel references (lookup count)

@@ -149,9 +149,18 @@ TEST_P(DataTest, ListingOfAMovedDirectoryNamesItsNewParent) {
   ASSERT_SYS_OK(::stat(P("b").c_str(), &b));
   EXPECT_EQ(dotdot("a/sub"), a.st_ino);
   EXPECT_EQ(dotdot("a/sub"), a.st_ino);  // from the kernel's cache
+  DIR* before = ::opendir(P("a/sub").c_str());  // open across the move
+  ASSERT_NE(before, nullptr);
   ASSERT_SYS_OK(::rename(P("a/sub").c_str(), P("b/sub").c_str()));
   EXPECT_EQ(dotdot("b/sub"), b.st_ino);
   EXPECT_EQ(dotdot("b/sub"), b.st_ino);
+  ::rewinddir(before);
+  ino_t seen = 0;
+  while (struct dirent* e = ::readdir(before)) {
+    if (std::string(e->d_name) == "..") seen = e->d_ino;
+  }
+  ::closedir(before);
+  EXPECT_EQ(seen, b.st_ino);
 }
 
 // Listings that go on while the directory changes and another handle lists
