@@ -643,8 +643,13 @@ void Filesystem::EntriesChanged(Inode* dir) { dir->entries_gen = ++ns_gen_; }
 
 uint64_t Filesystem::EntriesGen(uint64_t dir) {
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  return EntriesGenLocked(dir);
+}
+
+uint64_t Filesystem::EntriesGenLocked(uint64_t dir) {
   std::lock_guard<std::mutex> l(table_mu_);
   auto it = table_.find(dir);
+  // Not in memory: newer than any generation a listing can hold.
   return it == table_.end() ? ns_gen_.load() + 1 : it->second->entries_gen;
 }
 
@@ -687,12 +692,7 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
   // gone or moved: attributes for them would make the kernel bind the name
   // to that inode. Then each name is checked against the directory.
   const uint64_t dir = !entries.empty() && entries[0].name == "." ? entries[0].ino : 0;
-  bool recheck = !listed_gen;
-  if (!recheck) {
-    std::lock_guard<std::mutex> l(table_mu_);
-    auto it = table_.find(dir);
-    recheck = it == table_.end() || it->second->entries_gen != *listed_gen;
-  }
+  const bool recheck = !listed_gen || *listed_gen != EntriesGenLocked(dir);
   for (size_t base = start; base < entries.size(); base += kWindow) {
     const size_t end = std::min(entries.size(), base + kWindow);
     // Attributes of entries not in the table come from one forward scan

@@ -328,6 +328,8 @@ class Filesystem {
   std::atomic<uint64_t> ns_gen_{0};
   // A change of dir's entries, ".." included (ns_mu_ held exclusively).
   void EntriesChanged(Inode* dir);
+  // EntriesGen with ns_mu_ held.
+  uint64_t EntriesGenLocked(uint64_t dir);
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;

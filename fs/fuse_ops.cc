@@ -403,7 +403,7 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
 }
 
 // A directory handle keeps its latest listing, in cookie order
-// (fs/dir_cookie.h), while the namespace is unchanged; offsets are cookies,
+// (fs/dir_cookie.h), while its directory's entries are unchanged; offsets are cookies,
 // so a listing taken again after a change resumes where the last reply
 // ended, also for the kernel's cache of listings.
 struct DirHandle {
@@ -460,12 +460,11 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     size_t used = 0;
     const size_t start = listing.After(static_cast<uint64_t>(off));
     // Entries sharing a cookie go in one reply or none: the next readdir
-    // resumes after that cookie.
+    // resumes after that cookie. (A single entry is sized by add itself.)
     size_t group_end = start;
     auto add = [&](const DirListEntry& e, const kv::InodeRecord& r, size_t index) {
       const off_t next = static_cast<off_t>(listing.cookies[index]);
-      if (index >= group_end) {
-        group_end = listing.GroupEnd(index);
+      if (index >= group_end && (group_end = listing.GroupEnd(index)) > index + 1) {
         size_t group = 0;
         for (size_t j = index; j < group_end; ++j) {
           const char* n = listing.entries[j].name.c_str();

@@ -16,7 +16,6 @@ class AlignedBuffer {
   char* data() { return mem_.get(); }
   const char* data() const { return mem_.get(); }
   size_t size() const { return size_; }
-  size_t capacity() const { return cap_; }
 
   // Sets the size to n, keeping the first min(size(), n) bytes; bytes past
   // the old size are unspecified. Grows the storage (to whole blocks) as
@@ -24,7 +23,6 @@ class AlignedBuffer {
   void resize(size_t n);
   // Grows the storage to hold at least n bytes.
   void reserve(size_t n);
-  void clear() { size_ = 0; }
   // Drops the first n bytes (n <= size()); the rest moves to the front.
   void erase_front(size_t n);
   // Frees the storage when it holds more than max_keep bytes, keeping the

@@ -330,9 +330,13 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
   dir_dirty_ = true;
-  char header[kSegmentHeaderSize];
-  MakeSegmentHeader(id, stream, 0, &seg->create_time, header);
-  Status st = seg->file->Write(0, std::string_view(header, sizeof(header)));
+  // The header starts the stream's buffer: the bytes of the block the next
+  // flush starts in (nothing pending, also if this write fails).
+  StreamState& s = streams_[static_cast<int>(stream)];
+  s.buf.resize(kSegmentHeaderSize);
+  s.lead = kSegmentHeaderSize;
+  MakeSegmentHeader(id, stream, 0, &seg->create_time, s.buf.data());
+  Status st = seg->file->Write(0, std::string_view(s.buf.data(), kSegmentHeaderSize));
   if (!st.ok()) {
     seg->file.reset();
     Status rm = env_->RemoveFile(path);
@@ -341,10 +345,6 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   }
   seg->size = kSegmentHeaderSize;
   seg->flushed = kSegmentHeaderSize;
-  StreamState& s = streams_[static_cast<int>(stream)];
-  s.buf.resize(kSegmentHeaderSize);
-  s.lead = kSegmentHeaderSize;
-  std::memcpy(s.buf.data(), header, kSegmentHeaderSize);
   seg->needs_sync = true;
   seg->open = true;
   {

@@ -59,11 +59,12 @@ struct Options {
   uint64_t segment_size = 64ull << 20;      // seal a segment past this size
   size_t append_buffer_size = 1u << 20;     // per stream; written out when full
   bool read_only = false;                   // Open changes nothing on disk (see Open)
-  // A flush of at least kMinDirectWrite bytes writes the whole
-  // File::kDirectAlign blocks it covers with File::WriteDirect, bypassing
-  // the page cache (no page allocated, no copy into the kernel); its
-  // unaligned ends and smaller flushes go through the page cache. The file
-  // holds the same bytes either way.
+  // A flush of at least kMinDirectWrite bytes writes its whole
+  // File::kDirectAlign blocks with File::WriteDirect, bypassing the page
+  // cache (no page allocated, no copy into the kernel), from the start of
+  // the block the previous flush ended in; its partial last block and
+  // smaller flushes go through the page cache. The file holds the same
+  // bytes either way.
   bool direct_writes = true;
 };
 

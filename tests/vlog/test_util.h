@@ -1,12 +1,17 @@
 // Helpers shared by the vlog tests.
 #pragma once
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -14,6 +19,25 @@
 #include "vlog/value_log.h"
 
 namespace sepfs::testing {
+
+// Pages of [from, to) of the file at path resident in the page cache
+// (mincore of a mapping); from is rounded down to a page.
+inline size_t ResidentPages(const std::string& path, uint64_t from, uint64_t to) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return 0;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  from = from / page * page;
+  void* map = ::mmap(nullptr, to - from, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(from));
+  ::close(fd);
+  EXPECT_NE(map, MAP_FAILED);
+  if (map == MAP_FAILED) return 0;
+  std::vector<unsigned char> vec((to - from + page - 1) / page);
+  EXPECT_EQ(::mincore(map, to - from, vec.data()), 0);
+  ::munmap(map, to - from);
+  return static_cast<size_t>(
+      std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return (c & 1) != 0; }));
+}
 
 // A record appended by a test, with what is needed to read it back.
 struct Written {

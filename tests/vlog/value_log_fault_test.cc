@@ -68,11 +68,11 @@ class FaultEnv : public EnvWrapper {
 
 class ValueLogFaultTest : public ::testing::Test {
  protected:
-  void OpenLog() {
+  void OpenLog(size_t append_buffer = 64 << 10) {
     vlog_.reset();
     options_.env = &env_;
     options_.segment_size = 1 << 20;
-    options_.append_buffer_size = 64 << 10;
+    options_.append_buffer_size = append_buffer;
     Status st = ValueLog::Open(options_, dir_, &vlog_);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -348,11 +348,7 @@ TEST_F(ValueLogFaultTest, FailedPartOfALargeFlushKeepsTheLogUsable) {
   for (int nth : {1, 2}) {
     SCOPED_TRACE("failing write " + std::to_string(nth));
     options_.direct_writes = true;
-    OpenLog();
-    vlog_.reset();
-    options_.append_buffer_size = 4 << 20;
-    Status open = ValueLog::Open(options_, dir_, &vlog_);
-    ASSERT_TRUE(open.ok()) << open.ToString();
+    OpenLog(4 << 20);
     Written kept = Put(Stream::kHot, 1, 0, 1234);  // the flushed end is mid-block
     ASSERT_TRUE(vlog_->Flush().ok());
     const uint32_t seg = kept.ptr.segment;
@@ -380,7 +376,6 @@ TEST_F(ValueLogFaultTest, FailedPartOfALargeFlushKeepsTheLogUsable) {
     EXPECT_EQ(CountRecords(seg), 6);
     vlog_.reset();
     std::filesystem::remove_all(dir_);
-    options_.append_buffer_size = 64 << 10;
   }
 }
 

@@ -1,9 +1,6 @@
 #include "vlog/value_log.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -477,28 +474,9 @@ TEST_F(ValueLogTest, CutTornTailOfASealedSegment) {
   EXPECT_EQ(got, std::string(5000, 'a'));
 }
 
-// Pages of [from, to) of the file at path resident in the page cache.
-size_t ResidentPages(const std::string& path, uint64_t from, uint64_t to) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  EXPECT_GE(fd, 0) << path;
-  if (fd < 0) return 0;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  from = from / page * page;
-  void* map = ::mmap(nullptr, to - from, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(from));
-  ::close(fd);
-  EXPECT_NE(map, MAP_FAILED);
-  if (map == MAP_FAILED) return 0;
-  std::vector<unsigned char> vec((to - from + page - 1) / page);
-  EXPECT_EQ(::mincore(map, to - from, vec.data()), 0);
-  ::munmap(map, to - from);
-  return static_cast<size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char c) {
-    return (c & 1) != 0;
-  }));
-}
-
 // A large flush writes its whole blocks around the page cache (the test
-// directory is on a disk file system, which takes O_DIRECT), its unaligned
-// ends and small flushes through it; the file holds exactly the records
+// directory is on a disk file system, which takes O_DIRECT), its partial
+// last block and small flushes through it; the file holds exactly the records
 // either way, and they read back, also after reopening. With direct writes
 // off every written page is in the cache.
 TEST_F(ValueLogTest, LargeFlushesWriteTheirWholeBlocksDirect) {
@@ -523,7 +501,7 @@ TEST_F(ValueLogTest, LargeFlushesWriteTheirWholeBlocksDirect) {
 
     const uint64_t block = File::kDirectAlign;
     const uint64_t lo = (big_from + block - 1) / block * block, hi = big_to / block * block;
-    const size_t resident = ResidentPages(path, lo, hi);
+    const size_t resident = testing::ResidentPages(path, lo, hi);
     if (direct) {
       EXPECT_EQ(resident, 0u);
     } else {
