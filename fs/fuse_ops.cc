@@ -241,14 +241,16 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
               const char* newname, unsigned int flags) {
   Guard(req, [&] {
     std::vector<uint64_t> moved;
-    struct fuse_session* session = Ctx(req)->session;  // req is gone once answered
-    ReplyErr(req, Fs(req)->Rename(parent, name, newparent, newname, flags, &moved));
+    Status st = Fs(req)->Rename(parent, name, newparent, newname, flags, &moved);
     // The kernel drops its cached listings of the two parents only; a moved
-    // directory's listing names its old "..". Dropped once the rename is
-    // answered (the cache's pages; no inode lock is taken).
+    // directory's listing names its old "..". Dropped before the rename is
+    // answered, so no listing after rename(2) returns can be the old one:
+    // the notification takes only the cache's page locks, which the waiting
+    // rename does not hold (a reply first left a window the tests hit).
     for (uint64_t dir : moved) {
-      if (session) (void)fuse_lowlevel_notify_inval_inode(session, dir, 0, 0);
+      if (Ctx(req)->session) (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, dir, 0, 0);
     }
+    ReplyErr(req, st);
   });
 }
 
