@@ -98,13 +98,9 @@ void Filesystem::DirListed(uint64_t dir, const std::vector<DirListEntry>& entrie
   for (const DirListEntry& e : entries) {
     if (S_ISREG(e.type)) files.push_back(e.ino);
   }
-  PrefetchFirstBlocks(pf_->dirs.OnListing(dir, files));
-}
-
-void Filesystem::DirReleased(uint64_t dir) {
-  if (!options_.prefetch_dir || Prefetch() == nullptr) return;
-  const uint64_t tag = pf_->dirs.OnRelease(dir);
-  if (tag != 0) pf_->prefetcher.Cancel(tag);
+  DirPrefetch p = pf_->dirs.OnListing(dir, files);
+  for (uint64_t tag : p.cancel) pf_->prefetcher.Cancel(tag);
+  PrefetchFirstBlocks(p);
 }
 
 vlog::PrefetcherStats Filesystem::PrefetchStats() {

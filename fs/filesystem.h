@@ -225,10 +225,10 @@ class Filesystem {
   std::string StatsText();
 
   // Readdir-triggered prefetch (file_read.cc): a listing of dir was taken
-  // (prefetches the first blocks of its regular files ahead of reads), and
-  // its handle was released (cancels queued prefetches nobody followed).
+  // from its start, entries in name order. Prefetches the first blocks of
+  // its regular files ahead of reads, and cancels the queued prefetches of
+  // older listings nobody followed (DirStreams::OnListing).
   void DirListed(uint64_t dir, const std::vector<DirListEntry>& entries);
-  void DirReleased(uint64_t dir);
   // Prefetcher counters; all zero when prefetch is off.
   vlog::PrefetcherStats PrefetchStats();
   vlog::BlockCacheStats DataCacheStats();

@@ -119,6 +119,7 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   // SETATTR of the size, not with an OPEN that would no longer be sent.
   ctx->no_open = !o.open_requests && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
   if (ctx->no_open) conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  ctx->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
   conn->want &= ~FUSE_CAP_POSIX_ACL;
   conn->max_write = o.max_write;
   conn->max_readahead = 1u << 20;
@@ -404,72 +405,56 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
   Guard(req, [&] { ReplyErr(req, Fs(req)->Fsync(ino, datasync != 0)); });
 }
 
-// A directory handle keeps its latest listing, in cookie order
-// (fs/dir_cookie.h), while its directory's entries are unchanged; offsets are cookies,
-// so a listing taken again after a change resumes where the last reply
-// ended, also for the kernel's cache of listings.
-struct DirHandle {
-  CookieListing listing;
-  uint64_t gen = 0;  // generation of the directory's entries (EntriesGen)
-  bool loaded = false;
-  bool listed = false;  // the prefetcher was told of a listing (DirListed)
-};
-
-DirHandle* Handle(struct fuse_file_info* fi) { return reinterpret_cast<DirHandle*>(fi->fh); }
-
-void OpOpendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  Guard(req, [&] {
-    kv::InodeRecord r;
-    Status st = Fs(req)->GetAttr(ino, &r);
-    if (!st.ok()) return ReplyErr(req, st);
-    if (!S_ISDIR(r.mode)) return ReplyErr(req, Status::FromErrno(ENOTDIR, "not a directory"));
-    auto h = std::make_unique<DirHandle>();
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    // The kernel keeps the listing in the directory's page cache and serves
-    // the next opendir from it until the directory changes (it drops the
-    // cache on every change it makes, and all go through this mount). It
-    // resumes any handle at an offset and joins replies of several handles,
-    // which cookies (the same offset for an entry in every listing) allow.
-    fi->cache_readdir = 1;
-    fi->keep_cache = 1;
-    if (fuse_reply_open(req, fi) == 0) h.release();
-  });
+// Readdir keeps no state between replies: offsets are cookies, and the
+// listing a reply resumes in is the one kept for the directory's current
+// generation (DirListings). So directories need no handle: the first
+// OPENDIR answers ENOSYS and the kernel opens every later directory itself,
+// two round trips fewer per listing. Its defaults for such opens keep the
+// listing in the directory's page cache and serve the next listing from it
+// until the directory changes (every change goes through this mount; the
+// kernel drops the cache on each, and a moved directory's is dropped by
+// OpRename). The kernel resumes any reader at an offset and joins replies
+// of several readers, which cookies (the same offset for an entry in every
+// listing) allow. Kernels without no-opendir get the same flags here.
+void OpOpendir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  if (Ctx(req)->no_opendir) {
+    fuse_reply_err(req, ENOSYS);  // success, and no OPENDIR from now on
+    return;
+  }
+  fi->fh = 0;
+  fi->cache_readdir = 1;
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
 }
 
-void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-               struct fuse_file_info* fi, bool plus) {
+void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   Guard(req, [&] {
-    DirHandle* h = Handle(fi);
-    if (!h->loaded || off == 0 || h->gen != Fs(req)->EntriesGen(ino)) {
+    Filesystem* fs = Fs(req);
+    DirListings& kept = Ctx(req)->listings;
+    uint64_t gen = fs->EntriesGen(ino);
+    // A listing from the start is a new pass: taken anew, and told to the
+    // prefetcher in name order (the order `for f in dir/*` reads).
+    std::shared_ptr<const CookieListing> listing = off == 0 ? nullptr : kept.Get(ino, gen);
+    if (listing == nullptr) {
       std::vector<DirListEntry> entries;
-      uint64_t gen = 0;
-      Status st = Fs(req)->ListDir(ino, &entries, &gen);
-      if (!st.ok()) {
-        h->loaded = false;  // never the old listing under a new generation
-        return ReplyErr(req, st);
-      }
-      // Name order for the prefetcher: the order `for f in dir/*` reads.
-      if (off == 0) {
-        Fs(req)->DirListed(ino, entries);
-        h->listed = true;
-      }
-      h->listing = SortByCookie(std::move(entries));
-      h->gen = gen;
-      h->loaded = true;
+      Status st = fs->ListDir(ino, &entries, &gen);
+      if (!st.ok()) return ReplyErr(req, st);
+      if (off == 0) fs->DirListed(ino, entries);
+      listing = std::make_shared<const CookieListing>(SortByCookie(std::move(entries)));
+      kept.Put(ino, gen, listing);
     }
-    const CookieListing& listing = h->listing;
     std::string buf(size, '\0');
     size_t used = 0;
-    const size_t start = listing.After(static_cast<uint64_t>(off));
+    const size_t start = listing->After(static_cast<uint64_t>(off));
     // Entries sharing a cookie go in one reply or none: the next readdir
     // resumes after that cookie. (A single entry is sized by add itself.)
     size_t group_end = start;
     auto add = [&](const DirListEntry& e, const kv::InodeRecord& r, size_t index) {
-      const off_t next = static_cast<off_t>(listing.cookies[index]);
-      if (index >= group_end && (group_end = listing.GroupEnd(index)) > index + 1) {
+      const off_t next = static_cast<off_t>(listing->cookies[index]);
+      if (index >= group_end && (group_end = listing->GroupEnd(index)) > index + 1) {
         size_t group = 0;
         for (size_t j = index; j < group_end; ++j) {
-          const char* n = listing.entries[j].name.c_str();
+          const char* n = listing->entries[j].name.c_str();
           group += plus ? fuse_add_direntry_plus(req, nullptr, 0, n, nullptr, 0)
                         : fuse_add_direntry(req, nullptr, 0, n, nullptr, 0);
         }
@@ -500,24 +485,23 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     };
     // Entries listed with attributes each carry a lookup (ReadDirPlus).
     std::vector<uint64_t> looked_up;
-    Filesystem* fs = Fs(req);
     if (plus) {
       size_t index = start;
       Status st = fs->ReadDirPlus(
-          listing.entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+          listing->entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
             if (!add(e, r, index++)) return false;
             if (e.name != "." && e.name != ".." && r.ino != 0) looked_up.push_back(r.ino);
             return true;
           },
-          h->gen);
+          gen);
       if (!st.ok()) {
         ReplyErr(req, st);
         for (uint64_t i : looked_up) TakeBack(fs, i, /*lookup=*/true, /*open=*/false);
         return;
       }
     } else {
-      for (size_t i = start; i < listing.entries.size(); i++) {
-        if (!add(listing.entries[i], kv::InodeRecord{}, i)) break;
+      for (size_t i = start; i < listing->entries.size(); i++) {
+        if (!add(listing->entries[i], kv::InodeRecord{}, i)) break;
       }
     }
     if (fuse_reply_buf(req, buf.data(), used) != 0) {
@@ -527,19 +511,13 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-               struct fuse_file_info* fi) {
-  DoReaddir(req, ino, size, off, fi, false);
+               struct fuse_file_info*) {
+  DoReaddir(req, ino, size, off, false);
 }
 
 void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                   struct fuse_file_info* fi) {
-  DoReaddir(req, ino, size, off, fi, true);
-}
-
-void OpReleasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  if (Handle(fi)->listed) Fs(req)->DirReleased(ino);
-  delete Handle(fi);
-  fuse_reply_err(req, 0);
+                   struct fuse_file_info*) {
+  DoReaddir(req, ino, size, off, true);
 }
 
 void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, struct fuse_file_info*) {
@@ -675,7 +653,6 @@ struct fuse_lowlevel_ops MakeOps() {
   ops.opendir = OpOpendir;
   ops.readdir = OpReaddir;
   ops.readdirplus = OpReaddirplus;
-  ops.releasedir = OpReleasedir;
   ops.fsyncdir = OpFsyncdir;
   ops.statfs = OpStatfs;
   ops.setxattr = OpSetxattr;

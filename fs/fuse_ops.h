@@ -8,11 +8,15 @@
 
 #include <atomic>
 
+#include "fs/dir_listings.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_wire.h"
 #include "fs/mount_options.h"
 
 namespace sepfs::fs {
+
+// Budget of the directory listings kept for readdir (fs/dir_listings.h).
+constexpr size_t kDirListingBytes = 16u << 20;
 
 struct FuseContext {
   Filesystem* fs = nullptr;
@@ -21,6 +25,10 @@ struct FuseContext {
   // Opens of existing files are the kernel's own (no OPEN, no RELEASE):
   // set at INIT from options.open_requests and the kernel's support.
   std::atomic<bool> no_open{false};
+  // Directories likewise (no OPENDIR, no RELEASEDIR): set at INIT from the
+  // kernel's support. Readdir keeps no handle either way.
+  std::atomic<bool> no_opendir{false};
+  DirListings listings{kDirListingBytes};
   struct fuse_session* session = nullptr;  // for notifications to the kernel
 };
 

@@ -116,7 +116,9 @@ DirPrefetch DirStreams::OnListing(uint64_t dir, const std::vector<uint64_t>& fil
   for (size_t i = 0; i < s.files.size(); i++) file_dir_[s.files[i]] = {dir, i};
   order_.push_back(dir);
   started_++;
-  return IssueLocked(s, opt_.initial_files);
+  DirPrefetch p = IssueLocked(s, opt_.initial_files);
+  p.cancel = RetireUnreadLocked();
+  return p;
 }
 
 DirPrefetch DirStreams::OnRead(uint64_t ino) {
@@ -136,18 +138,19 @@ DirPrefetch DirStreams::OnRead(uint64_t ino) {
   return IssueLocked(s, idx + 1 + s.window);
 }
 
-uint64_t DirStreams::OnRelease(uint64_t dir) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = streams_.find(dir);
-  if (it == streams_.end()) return 0;
-  Stream& s = it->second;
-  if (s.reads > 0 || s.next == 0) return 0;
-  // Nobody read anything: score the waste, start over at the first read.
-  learner_.Record(dir, 0, s.issued);
-  s.issued = 0;
-  s.next = 0;
-  s.window = opt_.initial_files;
-  return s.tag;
+std::vector<uint64_t> DirStreams::RetireUnreadLocked() {
+  std::vector<uint64_t> tags;
+  const size_t older = order_.size() - std::min(order_.size(), opt_.unread_listings);
+  for (size_t i = 0; i < older; i++) {
+    Stream& s = streams_[order_[i]];
+    if (s.reads > 0 || s.next == 0) continue;
+    learner_.Record(s.dir, 0, s.issued);
+    s.issued = 0;
+    s.next = 0;
+    s.window = opt_.initial_files;
+    tags.push_back(s.tag);
+  }
+  return tags;
 }
 
 uint64_t DirStreams::streams_started() const {

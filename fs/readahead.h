@@ -121,10 +121,12 @@ class DirLearner {
 };
 
 // Files to prefetch for a directory stream; tag identifies the listing
-// (Prefetcher::Cancel). Empty inos: nothing to do.
+// (Prefetcher::Cancel). Empty inos: nothing to do. cancel: tags of older
+// listings whose outstanding prefetches nobody wants.
 struct DirPrefetch {
   uint64_t tag = 0;
   std::vector<uint64_t> inos;
+  std::vector<uint64_t> cancel;
 };
 
 class DirStreams {
@@ -134,22 +136,24 @@ class DirStreams {
     size_t max_ahead = 256;     // files ahead of the last one read
     size_t max_files = 65536;   // files remembered per listing
     size_t max_dirs = 64;       // listings remembered (oldest dropped)
+    // A listing none of whose files was read while this many newer
+    // listings started is scored as waste and cancelled.
+    size_t unread_listings = 2;
   };
   DirStreams() : DirStreams(Options{}) {}
   explicit DirStreams(const Options& options) : opt_(options) {}
 
   // A listing of dir was taken; files are its regular files in listing
   // order. Replaces (and scores) an older stream of dir. Returns the first
-  // files to prefetch, none if the learner advises against it.
+  // files to prefetch, none if the learner advises against it. Readdir has
+  // no close (no OPENDIR/RELEASEDIR), so a listing ends for the learner when
+  // unread_listings newer ones started and none of its files was read: its
+  // prefetch is scored as waste, its tag goes to `cancel`, and later reads
+  // restart it from where they are (ls -l, or a glob read much later).
   DirPrefetch OnListing(uint64_t dir, const std::vector<uint64_t>& files);
   // A read of ino. The first read of a listed file counts as a hit if its
   // blocks were prefetched, widens the window and returns the next files.
   DirPrefetch OnRead(uint64_t ino);
-  // The directory handle was released. If no listed file was read since the
-  // listing, the stream's outstanding prefetch is scored as waste and its
-  // tag is returned for cancelling (later reads restart it from where they
-  // are); otherwise returns 0.
-  uint64_t OnRelease(uint64_t dir);
 
   DirLearner& learner() { return learner_; }
   uint64_t streams_started() const;
@@ -167,6 +171,9 @@ class DirStreams {
   // Scores and forgets the stream of dir (mu_ held).
   void EndLocked(uint64_t dir);
   DirPrefetch IssueLocked(Stream& s, size_t upto);
+  // Scores and resets the unread streams with unread_listings newer ones;
+  // returns their tags (mu_ held).
+  std::vector<uint64_t> RetireUnreadLocked();
 
   const Options opt_;
   DirLearner learner_;

@@ -2,6 +2,7 @@
 // DirStreams) and the Filesystem's read path through the Prefetcher.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -138,6 +139,10 @@ TEST(DirLearnerTest, StopsOnLowHitRatioAndProbes) {
   EXPECT_FALSE(m.ShouldPrefetch(3));
 }
 
+bool Cancels(const DirPrefetch& p, uint64_t tag) {
+  return std::find(p.cancel.begin(), p.cancel.end(), tag) != p.cancel.end();
+}
+
 TEST(DirStreamsTest, WindowFollowsReadsInListingOrder) {
   DirStreams::Options o;
   o.initial_files = 4;
@@ -156,30 +161,35 @@ TEST(DirStreamsTest, WindowFollowsReadsInListingOrder) {
   size_t total = 9;
   for (uint64_t i = 101; i < 200; i++) total += s.OnRead(i).inos.size();
   EXPECT_EQ(total, 100u);  // every file once
-  EXPECT_EQ(s.OnRelease(1), 0u);  // read: nothing to cancel
+  (void)s.OnListing(2, {300});
+  EXPECT_FALSE(Cancels(s.OnListing(3, {400}), p.tag));  // read: nothing to cancel
 }
 
-TEST(DirStreamsTest, ReleaseWithoutReadsCancelsAndLearns) {
+TEST(DirStreamsTest, UnreadListingsAreCancelledAndLearned) {
   DirStreams s;
   std::vector<uint64_t> files;
   for (uint64_t i = 1000; i < 1100; i++) files.push_back(i);
   for (int round = 0; round < 2; round++) {
-    DirPrefetch p = s.OnListing(5, files);
+    DirPrefetch p = s.OnListing(5, files);  // ls -l: nobody reads
     ASSERT_EQ(p.inos.size(), 32u) << round;
-    EXPECT_EQ(s.OnRelease(5), p.tag);  // ls -l: nobody reads
+    EXPECT_FALSE(Cancels(s.OnListing(6, {1}), p.tag)) << round;  // one newer listing: not yet
+    EXPECT_TRUE(Cancels(s.OnListing(7, {2}), p.tag)) << round;
   }
   // Two wasted listings in a row: the directory is not prefetched.
   EXPECT_TRUE(s.OnListing(5, files).inos.empty());
   EXPECT_LT(s.learner().HitRatio(5), 0.25);
 }
 
-TEST(DirStreamsTest, ReadsAfterReleaseRestartTheStream) {
+TEST(DirStreamsTest, ReadsAfterCancellationRestartTheStream) {
   DirStreams s;
   std::vector<uint64_t> files = {1, 2, 3, 4, 5, 6, 7, 8};
-  (void)s.OnListing(9, files);
-  EXPECT_NE(s.OnRelease(9), 0u);  // glob, then close, then read
+  const uint64_t tag = s.OnListing(9, files).tag;
+  (void)s.OnListing(10, {20});
+  EXPECT_EQ(s.OnListing(11, {30}).cancel, std::vector<uint64_t>{tag});  // glob, other work, then read
   DirPrefetch p = s.OnRead(1);
   EXPECT_EQ(p.inos, (std::vector<uint64_t>{2, 3, 4, 5, 6, 7, 8}));
+  (void)s.OnListing(12, {40});
+  EXPECT_FALSE(Cancels(s.OnListing(13, {50}), tag));  // read since: kept
 }
 
 // ---- Filesystem -------------------------------------------------------------
@@ -393,7 +403,6 @@ TEST_F(PrefetchFsTest, ListingPrefetchesFirstBlocksInListingOrder) {
   std::vector<DirListEntry> entries;
   ASSERT_OK(fs_->ListDir(dir, &entries));
   fs_->DirListed(dir, entries);
-  fs_->DirReleased(dir);  // like `for f in dir/*`: the listing is closed first
   // ... then every file is read, in listing order.
   size_t k = 0;
   for (const DirListEntry& e : entries) {
@@ -407,7 +416,7 @@ TEST_F(PrefetchFsTest, ListingPrefetchesFirstBlocksInListingOrder) {
   }
   EXPECT_EQ(k, 40u);
   vlog::PrefetcherStats s = fs_->PrefetchStats();
-  EXPECT_GE(s.issued, 39u);  // all but the first (the one that restarted it)
+  EXPECT_GE(s.issued, 40u);
   EXPECT_GE(s.hits, 30u);
   WaitPrefetchIdle();
 }
@@ -418,16 +427,26 @@ TEST_F(PrefetchFsTest, ListingWithoutReadsIsCancelled) {
     const uint64_t f = Create(dir, "f" + std::to_string(i));
     ASSERT_OK(fs_->Write(f, 0, Payload(i, 2000)));
   }
+  std::vector<uint64_t> others;
+  for (const char* other : {"e1", "e2"}) {
+    others.push_back(Mkdir(kRoot, other));
+    ASSERT_OK(fs_->Write(Create(others.back(), "x"), 0, Payload(99, 100)));
+  }
   ASSERT_OK(fs_->FlushAll(false));
   Reopen();
   std::vector<DirListEntry> entries;
   ASSERT_OK(fs_->ListDir(dir, &entries));
   fs_->DirListed(dir, entries);
-  fs_->DirReleased(dir);
+  // Two newer listings end the unread one (readdir has no close).
+  for (uint64_t o : others) {
+    std::vector<DirListEntry> oe;
+    ASSERT_OK(fs_->ListDir(o, &oe));
+    fs_->DirListed(o, oe);
+  }
   WaitPrefetchIdle();
   vlog::PrefetcherStats s = fs_->PrefetchStats();
-  EXPECT_EQ(s.issued, 32u);  // the initial window only
-  EXPECT_EQ(s.completed + s.cancelled, 32u);
+  EXPECT_EQ(s.issued, 34u);  // the initial window only, and one per other listing
+  EXPECT_EQ(s.completed + s.cancelled, 34u);
 }
 
 TEST_F(PrefetchFsTest, OverwrittenBlocksAreNeverServedStale) {

@@ -129,6 +129,37 @@ TEST_P(DataTest, UnchangedDirectoriesAreListedFromTheKernelsCache) {
   EXPECT_GT(StatsCounter(mnt(), "directory listings"), before);
 }
 
+// Readdir keeps no handle: the replies of one pass over a large directory
+// resume in the listing kept for it, so the daemon lists it once, however
+// many replies the pass takes; the next pass comes from the kernel's cache.
+TEST_P(DataTest, LargeDirectoryIsListedOncePerPass) {
+  ASSERT_SYS_OK(::mkdir(P("big").c_str(), 0755));
+  const std::string pad(60, 'p');
+  constexpr int kFiles = 4000;  // about 0.8 MB of readdirplus replies
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string path = P("big/" + pad + std::to_string(i));
+    const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << path << ": " << strerror(errno);
+    ::close(fd);
+  }
+  auto pass = [&] {
+    std::map<std::string, int> seen;
+    DIR* dir = ::opendir(P("big").c_str());
+    EXPECT_NE(dir, nullptr) << strerror(errno);
+    if (dir == nullptr) return seen;
+    while (struct dirent* e = ::readdir(dir)) seen[e->d_name]++;
+    ::closedir(dir);
+    return seen;
+  };
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t before = StatsCounter(mnt(), "directory listings");
+    std::map<std::string, int> seen = pass();
+    EXPECT_EQ(StatsCounter(mnt(), "directory listings"), before + (round == 0 ? 1 : 0)) << round;
+    EXPECT_EQ(seen.size(), size_t{kFiles} + 2) << round;
+    for (int i = 0; i < kFiles; ++i) EXPECT_EQ(seen[pad + std::to_string(i)], 1) << i;
+  }
+}
+
 // The ".." of a directory moved to another parent names the new parent, also
 // when the kernel cached the directory's listing before the move.
 TEST_P(DataTest, ListingOfAMovedDirectoryNamesItsNewParent) {
