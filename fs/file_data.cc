@@ -167,9 +167,11 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, bool
 Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (in->dead) return Status::OK();
   if (in->dirty.empty() && !in->attr_dirty) {
-    return sync ? vlog_->Sync(vlog::kNoStreams) : Status::OK();  // its records were written
+    if (!sync) return Status::OK();
+    SEPFS_RETURN_IF_ERROR(vlog_->Sync(vlog::kNoStreams));  // its records were written
+    return meta_->Sync();
   }
-  std::lock_guard<std::mutex> pl(ptr_mu_);
+  std::unique_lock<std::mutex> pl(ptr_mu_);
   const uint64_t ino = in->ino;
   // Drop counts per stream: only the streams this flush appends to matter.
   uint64_t drops_before[vlog::kNumStreams];
@@ -247,8 +249,9 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     entry = journal_->Note(&batch, added, released, {&ino, 1});
     // A failed write may still reach LevelDB's log and be replayed at the
     // next open, so its records stay counted live: at worst a leak of
-    // accounting, never a pointer to a freed record.
-    st = meta_->Write(&batch, sync);
+    // accounting, never a pointer to a freed record. Written unsynced even
+    // for fsync: its sync comes below, outside the pointer mutex.
+    st = meta_->Write(&batch, /*sync=*/false);
   }
   if (!st.ok()) {
     // The appended records were never referenced. Drop the dirty data so a
@@ -270,6 +273,11 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   } else if (in->write_error == 0) {
     in->write_error = st.err();  // reported by the next flush/fsync/close
   }
+  pl.unlock();
+  // The records were fdatasync'd before their pointers were written at all.
+  // The batch's sync waits outside the pointer mutex, so concurrent fsyncs
+  // share it: LevelDB commits the synced writes waiting together.
+  if (st.ok() && sync) st = meta_->Sync();
   return st;
 }
 
@@ -303,8 +311,8 @@ Status Filesystem::Fsync(uint64_t ino, bool datasync) {
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
-  SEPFS_RETURN_IF_ERROR(TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/true)));
-  return meta_->Sync();
+  // FlushLocked syncs the vLog and then LevelDB, with all written before.
+  return TakeWriteError(in.get(), FlushLocked(in.get(), /*sync=*/true));
 }
 
 Status Filesystem::FlushAll(bool sync) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvstore/leveldb_status.h"
+#include "kvstore/log_guard_env.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
 #include "leveldb/env.h"
@@ -78,7 +79,7 @@ void Batch::Clear() {
 
 class MetaStore::Impl {
  public:
-  Impl(std::string dir, leveldb::Env* env) : dir_(std::move(dir)), env_(env) {}
+  Impl(std::string dir, leveldb::Env* env) : dir_(std::move(dir)), env_(env), guard_env_(env) {}
   ~Impl() {
     // The DB uses the cache and the filter policy until it is gone.
     db_.reset();
@@ -90,18 +91,41 @@ class MetaStore::Impl {
     return FromLevelDb(s, "metadata store " + dir_ + ": " + std::string(what));
   }
 
+  Status WriteError() {
+    std::lock_guard<std::mutex> l(error_mu_);
+    if (write_error_.ok()) return Status::OK();
+    return Status::FromErrno(EIO, "metadata store " + dir_ +
+                                      ": read-only after an earlier write failed (" +
+                                      write_error_.ToString() + "); remount to recover");
+  }
+  void LatchWriteError(const Status& st) {
+    std::lock_guard<std::mutex> l(error_mu_);
+    if (write_error_.ok()) write_error_ = st;
+  }
+  // All unsynced writes counted up to `written` are durable.
+  void MarkSynced(uint64_t written) {
+    uint64_t now = synced_upto_.load(std::memory_order_relaxed);
+    while (now < written && !synced_upto_.compare_exchange_weak(now, written)) {
+    }
+  }
+
   std::string dir_;
   leveldb::Env* env_;
+  LogGuardEnv guard_env_;  // what LevelDB uses: env_ with guarded log files
   std::unique_ptr<const leveldb::FilterPolicy> filter_;
   std::unique_ptr<leveldb::Cache> cache_;
   std::unique_ptr<leveldb::DB> db_;
 
-  std::mutex write_mu_;
-  Status write_error_;  // first failed write; latched (write_mu_)
-  // A write since the last synced one (write_mu_): writes are serialized
-  // and a synced write syncs the log with all that was appended before it,
-  // so Sync() with nothing new has nothing to do.
-  bool unsynced_ = false;
+  // Writers enter LevelDB concurrently and its writer queue commits them
+  // in groups; LogGuardEnv keeps a failed log from taking more records.
+  std::mutex error_mu_;
+  Status write_error_;  // first failed write; latched (error_mu_)
+  // Unsynced writes completed so far, and how many of them a synced write
+  // made durable (it syncs the log with all that was appended before it,
+  // and LogGuardEnv syncs a log LevelDB switches away from). Sync() with
+  // nothing new has nothing to do.
+  std::atomic<uint64_t> unsynced_written_{0};
+  std::atomic<uint64_t> synced_upto_{0};
 
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> writes_{0};
@@ -128,7 +152,7 @@ Status MetaStore::Open(const std::string& dir, const MetaOptions& options,
   lo.create_if_missing = options.create_if_missing;
   lo.error_if_exists = options.error_if_exists;
   lo.paranoid_checks = true;
-  lo.env = env;
+  lo.env = &impl->guard_env_;
   lo.block_cache = impl->cache_.get();
   lo.write_buffer_size = options.write_buffer_bytes;
   lo.filter_policy = impl->filter_.get();
@@ -152,31 +176,30 @@ Status MetaStore::Get(std::string_view key, std::string* value) {
 Status MetaStore::Write(Batch* batch, bool sync) {
   impl_->writes_.fetch_add(1, std::memory_order_relaxed);
   if (sync) impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> l(impl_->write_mu_);
-  if (!impl_->write_error_.ok()) {
-    return Status::FromErrno(EIO, "metadata store " + impl_->dir_ +
-                                      ": read-only after an earlier write failed (" +
-                                      impl_->write_error_.ToString() + "); remount to recover");
-  }
+  SEPFS_RETURN_IF_ERROR(impl_->WriteError());
+  const uint64_t before = impl_->unsynced_written_.load(std::memory_order_acquire);
   leveldb::WriteOptions wo;
   wo.sync = sync;
   leveldb::Status s = impl_->db_->Write(wo, batch->rep_.get());
   if (!s.ok()) {
-    // LevelDB's log writer has advanced past a record it may not have
-    // written; records appended after it would be framed wrongly and make
-    // the log unreadable at the next open. Refuse all further writes.
+    // Refuse all further writes: the log may end in a torn record (see
+    // LogGuardEnv), and the caller may have counted on this one.
     Status st = impl_->Error(s, sync ? "synced write" : "write");
-    impl_->write_error_ = st;
+    impl_->LatchWriteError(st);
     return st;
   }
-  impl_->unsynced_ = !sync;
+  if (sync) {
+    impl_->MarkSynced(before);
+  } else {
+    impl_->unsynced_written_.fetch_add(1, std::memory_order_acq_rel);
+  }
   return Status::OK();
 }
 
 Status MetaStore::Sync() {
-  {
-    std::lock_guard<std::mutex> l(impl_->write_mu_);
-    if (impl_->write_error_.ok() && !impl_->unsynced_) return Status::OK();
+  const uint64_t written = impl_->unsynced_written_.load(std::memory_order_acquire);
+  if (impl_->synced_upto_.load(std::memory_order_acquire) >= written) {
+    return impl_->WriteError();
   }
   Batch empty;
   return Write(&empty, /*sync=*/true);

@@ -71,9 +71,11 @@ class MetaStore {
   Status Get(std::string_view key, std::string* value);
   // After a failed write every later Write fails with EIO (LevelDB's log
   // cannot take more records safely); reopening the store recovers.
+  // Concurrent writers enter LevelDB together: its writer queue commits the
+  // synced ones waiting in one log record and one fsync.
   Status Write(Batch* batch, bool sync);
-  // Makes everything written so far durable: an empty synced write, or
-  // nothing when no write came after the last synced one.
+  // Makes every write that completed before the call durable: an empty
+  // synced write, or nothing when a synced write covered them all.
   Status Sync();
 
   // Calls fn(key, value) for keys in [start, end) in order until fn returns

@@ -1,0 +1,35 @@
+// LogGuardEnv: what MetaStore needs of LevelDB's write-ahead log files
+// (NNNNNN.log) so that writers may enter LevelDB concurrently, where its
+// writer queue commits them in groups (one log record and one fsync for
+// all the synced writes waiting).
+//
+//  * A failed Append, Flush or Sync makes every later Append, Flush and Sync
+//    of that file fail with the same error. LevelDB's log writer has then
+//    advanced past a record it may not have written, and records after it
+//    would be framed wrongly; LevelDB latches only a failed Sync itself.
+//  * Close syncs the file first. LevelDB closes a log when it switches to a
+//    new one and syncs only the current log for a synced write, so without
+//    this the unsynced records of the old log would not be covered by a
+//    later synced write (MetaStore::Sync relies on that).
+//
+// Other files (tables, MANIFEST, CURRENT) are passed through.
+#pragma once
+
+#include <string>
+
+#include "leveldb/env.h"
+
+namespace sepfs::kv {
+
+class LogGuardEnv : public leveldb::EnvWrapper {
+ public:
+  explicit LogGuardEnv(leveldb::Env* target) : leveldb::EnvWrapper(target) {}
+
+  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override;
+  leveldb::Status NewAppendableFile(const std::string& f, leveldb::WritableFile** r) override;
+};
+
+// True for LevelDB's write-ahead log names (NNNNNN.log, not the info LOG).
+bool IsLevelDbLogFile(const std::string& path);
+
+}  // namespace sepfs::kv
