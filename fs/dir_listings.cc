@@ -1,12 +1,16 @@
 #include "fs/dir_listings.h"
 
+#include <string>
+
 namespace sepfs::fs {
 
 size_t ListingBytes(const CookieListing& listing) {
+  constexpr size_t kAllocOverhead = 16;  // malloc's header and rounding, roughly
+  static const size_t inline_chars = std::string().capacity();
   size_t n = sizeof(listing) + listing.cookies.capacity() * sizeof(uint64_t) +
-             listing.entries.capacity() * sizeof(DirListEntry);
+             listing.entries.capacity() * sizeof(DirListEntry) + 2 * kAllocOverhead;
   for (const DirListEntry& e : listing.entries) {
-    if (e.name.capacity() >= sizeof(e.name)) n += e.name.capacity() + 1;  // past the inline buffer
+    if (e.name.capacity() > inline_chars) n += e.name.capacity() + 1 + kAllocOverhead;
   }
   return n;
 }
@@ -16,7 +20,9 @@ std::shared_ptr<const CookieListing> DirListings::Get(uint64_t dir, uint64_t gen
   auto it = kept_.find(dir);
   if (it == kept_.end()) return nullptr;
   if (it->second.gen != gen) {
-    EraseLocked(it);  // stale for good: generations only grow
+    // Stale for good if older (generations only grow); a newer one stays
+    // for readers that are not behind.
+    if (it->second.gen < gen) EraseLocked(it);
     return nullptr;
   }
   lru_.splice(lru_.begin(), lru_, it->second.lru);

@@ -483,8 +483,10 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus
       used += need;
       return true;
     };
-    // Entries listed with attributes each carry a lookup (ReadDirPlus).
+    // Entries listed with attributes each carry a lookup (ReadDirPlus),
+    // given back if the reply fails; reserved so that noting one never throws.
     std::vector<uint64_t> looked_up;
+    if (plus) looked_up.reserve(listing->entries.size() - start);
     if (plus) {
       size_t index = start;
       Status st = fs->ReadDirPlus(

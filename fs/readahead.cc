@@ -77,10 +77,11 @@ double DirLearner::HitRatio(uint64_t dir) const {
 
 // ---------------------------------------------------------------------------
 
-void DirStreams::EndLocked(uint64_t dir) {
+uint64_t DirStreams::EndLocked(uint64_t dir) {
   auto it = streams_.find(dir);
-  if (it == streams_.end()) return;
+  if (it == streams_.end()) return 0;
   Stream& s = it->second;
+  const uint64_t tag = s.tag;
   learner_.Record(dir, s.hits, s.issued - s.hits);
   for (uint64_t ino : s.files) {
     auto f = file_dir_.find(ino);
@@ -88,6 +89,7 @@ void DirStreams::EndLocked(uint64_t dir) {
   }
   streams_.erase(it);
   order_.erase(std::remove(order_.begin(), order_.end(), dir), order_.end());
+  return tag;
 }
 
 DirPrefetch DirStreams::IssueLocked(Stream& s, size_t upto) {
@@ -104,20 +106,27 @@ DirPrefetch DirStreams::IssueLocked(Stream& s, size_t upto) {
 
 DirPrefetch DirStreams::OnListing(uint64_t dir, const std::vector<uint64_t>& files) {
   std::lock_guard<std::mutex> l(mu_);
-  EndLocked(dir);
-  if (files.empty() || !learner_.ShouldPrefetch(dir)) return {};
-  while (streams_.size() >= opt_.max_dirs && !order_.empty()) EndLocked(order_.front());
+  listings_++;
+  DirPrefetch p;
+  if (const uint64_t tag = EndLocked(dir)) p.cancel.push_back(tag);
+  RetireUnreadLocked(&p.cancel);
+  if (files.empty() || !learner_.ShouldPrefetch(dir)) return p;
+  while (streams_.size() >= opt_.max_dirs && !order_.empty()) {
+    if (const uint64_t tag = EndLocked(order_.front())) p.cancel.push_back(tag);
+  }
   Stream& s = streams_[dir];
   s.dir = dir;
   s.tag = next_tag_++;
+  s.listed_at = listings_;
   s.files.assign(files.begin(), files.begin() + std::min(files.size(), opt_.max_files));
   s.read.assign(s.files.size(), false);
   s.window = opt_.initial_files;
   for (size_t i = 0; i < s.files.size(); i++) file_dir_[s.files[i]] = {dir, i};
   order_.push_back(dir);
   started_++;
-  DirPrefetch p = IssueLocked(s, opt_.initial_files);
-  p.cancel = RetireUnreadLocked();
+  DirPrefetch first = IssueLocked(s, opt_.initial_files);
+  p.tag = first.tag;
+  p.inos = std::move(first.inos);
   return p;
 }
 
@@ -138,19 +147,15 @@ DirPrefetch DirStreams::OnRead(uint64_t ino) {
   return IssueLocked(s, idx + 1 + s.window);
 }
 
-std::vector<uint64_t> DirStreams::RetireUnreadLocked() {
-  std::vector<uint64_t> tags;
-  const size_t older = order_.size() - std::min(order_.size(), opt_.unread_listings);
-  for (size_t i = 0; i < older; i++) {
-    Stream& s = streams_[order_[i]];
-    if (s.reads > 0 || s.next == 0) continue;
-    learner_.Record(s.dir, 0, s.issued);
+void DirStreams::RetireUnreadLocked(std::vector<uint64_t>* tags) {
+  for (auto& [dir, s] : streams_) {
+    if (s.reads > 0 || s.next == 0 || listings_ - s.listed_at < opt_.unread_listings) continue;
+    learner_.Record(dir, 0, s.issued);
     s.issued = 0;
     s.next = 0;
     s.window = opt_.initial_files;
-    tags.push_back(s.tag);
+    tags->push_back(s.tag);
   }
-  return tags;
 }
 
 uint64_t DirStreams::streams_started() const {

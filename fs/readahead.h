@@ -137,19 +137,21 @@ class DirStreams {
     size_t max_files = 65536;   // files remembered per listing
     size_t max_dirs = 64;       // listings remembered (oldest dropped)
     // A listing none of whose files was read while this many newer
-    // listings started is scored as waste and cancelled.
-    size_t unread_listings = 2;
+    // listings (of any directory) were taken is scored as waste and
+    // cancelled.
+    size_t unread_listings = 4;
   };
   DirStreams() : DirStreams(Options{}) {}
   explicit DirStreams(const Options& options) : opt_(options) {}
 
   // A listing of dir was taken; files are its regular files in listing
-  // order. Replaces (and scores) an older stream of dir. Returns the first
-  // files to prefetch, none if the learner advises against it. Readdir has
-  // no close (no OPENDIR/RELEASEDIR), so a listing ends for the learner when
-  // unread_listings newer ones started and none of its files was read: its
-  // prefetch is scored as waste, its tag goes to `cancel`, and later reads
-  // restart it from where they are (ls -l, or a glob read much later).
+  // order. Replaces (and scores) an older stream of dir, whose tag goes to
+  // `cancel`. Returns the first files to prefetch, none if the learner
+  // advises against it. Readdir has no close (no OPENDIR/RELEASEDIR), so a
+  // listing ends for the learner when unread_listings newer ones were taken
+  // and none of its files was read: its prefetch is scored as waste, its
+  // tag goes to `cancel`, and later reads restart it from where they are
+  // (ls -l, or a glob read much later).
   DirPrefetch OnListing(uint64_t dir, const std::vector<uint64_t>& files);
   // A read of ino. The first read of a listed file counts as a hit if its
   // blocks were prefetched, widens the window and returns the next files.
@@ -167,18 +169,21 @@ class DirStreams {
     size_t next = 0;    // files[0, next) were issued
     size_t window = 0;  // files ahead of the last read
     uint64_t issued = 0, hits = 0, reads = 0;
+    uint64_t listed_at = 0;  // listings_ when it was taken
   };
-  // Scores and forgets the stream of dir (mu_ held).
-  void EndLocked(uint64_t dir);
+  // Scores and forgets the stream of dir; returns its tag, 0 if there was
+  // none (mu_ held).
+  uint64_t EndLocked(uint64_t dir);
   DirPrefetch IssueLocked(Stream& s, size_t upto);
-  // Scores and resets the unread streams with unread_listings newer ones;
-  // returns their tags (mu_ held).
-  std::vector<uint64_t> RetireUnreadLocked();
+  // Scores and resets the unread streams with unread_listings newer
+  // listings; adds their tags to *tags (mu_ held).
+  void RetireUnreadLocked(std::vector<uint64_t>* tags);
 
   const Options opt_;
   DirLearner learner_;
   mutable std::mutex mu_;
   uint64_t next_tag_ = 1;
+  uint64_t listings_ = 0;  // OnListing calls
   std::unordered_map<uint64_t, Stream> streams_;        // by dir
   std::deque<uint64_t> order_;                          // dirs, oldest first
   // Listed ino -> (dir, index in its stream); a file in two listings

@@ -22,6 +22,8 @@ TEST(DirListings, KeptForItsGenerationOnly) {
   kept.Put(7, 3, l);
   EXPECT_EQ(kept.Get(7, 3), l);
   EXPECT_EQ(kept.Get(8, 3), nullptr);  // another directory
+  EXPECT_EQ(kept.Get(7, 2), nullptr);  // a reader behind the times
+  EXPECT_EQ(kept.Get(7, 3), l);        // does not drop it
   EXPECT_EQ(kept.Get(7, 4), nullptr);  // the directory changed since
   EXPECT_EQ(kept.Get(7, 3), nullptr);  // and a stale listing is gone for good
   EXPECT_EQ(kept.size(), 0u);
@@ -60,9 +62,11 @@ TEST(DirListings, LeastRecentlyUsedGoFirstAndTheNewestAlwaysStays) {
   EXPECT_EQ(kept.Get(9, 1), huge);
 }
 
-TEST(DirListings, BytesCountLongNames) {
-  auto short_names = Listing(100, "f");
+TEST(DirListings, BytesCountNamesOutsideTheInlineBuffer) {
+  auto short_names = Listing(100, "f");                     // "f0".."f99": inline
+  auto mid_names = Listing(100, std::string(20, 'x'));      // 21-23 bytes: on the heap
   auto long_names = Listing(100, std::string(200, 'x'));
+  EXPECT_GE(ListingBytes(*mid_names), ListingBytes(*short_names) + 100 * 21);
   EXPECT_GE(ListingBytes(*long_names), ListingBytes(*short_names) + 100 * 200);
 }
 

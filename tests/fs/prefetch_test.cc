@@ -161,35 +161,53 @@ TEST(DirStreamsTest, WindowFollowsReadsInListingOrder) {
   size_t total = 9;
   for (uint64_t i = 101; i < 200; i++) total += s.OnRead(i).inos.size();
   EXPECT_EQ(total, 100u);  // every file once
-  (void)s.OnListing(2, {300});
-  EXPECT_FALSE(Cancels(s.OnListing(3, {400}), p.tag));  // read: nothing to cancel
+  for (uint64_t d = 2; d < 10; d++) EXPECT_FALSE(Cancels(s.OnListing(d, {d}), p.tag));  // read
 }
 
 TEST(DirStreamsTest, UnreadListingsAreCancelledAndLearned) {
-  DirStreams s;
+  DirStreams s;  // unread_listings = 4
   std::vector<uint64_t> files;
   for (uint64_t i = 1000; i < 1100; i++) files.push_back(i);
   for (int round = 0; round < 2; round++) {
     DirPrefetch p = s.OnListing(5, files);  // ls -l: nobody reads
     ASSERT_EQ(p.inos.size(), 32u) << round;
-    EXPECT_FALSE(Cancels(s.OnListing(6, {1}), p.tag)) << round;  // one newer listing: not yet
-    EXPECT_TRUE(Cancels(s.OnListing(7, {2}), p.tag)) << round;
+    for (uint64_t d = 101; d <= 103; d++) {
+      EXPECT_FALSE(Cancels(s.OnListing(d, {d}), p.tag)) << round << " " << d;  // not yet
+    }
+    EXPECT_TRUE(Cancels(s.OnListing(104, {104}), p.tag)) << round;
   }
   // Two wasted listings in a row: the directory is not prefetched.
   EXPECT_TRUE(s.OnListing(5, files).inos.empty());
   EXPECT_LT(s.learner().HitRatio(5), 0.25);
 }
 
+TEST(DirStreamsTest, ListingsThatStartNoStreamCountToo) {
+  DirStreams s;
+  const uint64_t tag = s.OnListing(9, {1, 2, 3}).tag;
+  for (uint64_t d = 10; d < 13; d++) EXPECT_FALSE(Cancels(s.OnListing(d, {}), tag));  // no files
+  EXPECT_TRUE(Cancels(s.OnListing(13, {}), tag));
+}
+
+TEST(DirStreamsTest, ListingADirectoryAgainCancelsItsOlderStream) {
+  DirStreams s;
+  std::vector<uint64_t> files = {1, 2, 3, 4};
+  const uint64_t first = s.OnListing(9, files).tag;
+  EXPECT_TRUE(s.OnRead(1).inos.empty());  // all four were issued at once
+  DirPrefetch again = s.OnListing(9, files);
+  EXPECT_TRUE(Cancels(again, first));
+  EXPECT_NE(again.tag, first);
+  EXPECT_EQ(again.inos, files);
+}
+
 TEST(DirStreamsTest, ReadsAfterCancellationRestartTheStream) {
   DirStreams s;
   std::vector<uint64_t> files = {1, 2, 3, 4, 5, 6, 7, 8};
   const uint64_t tag = s.OnListing(9, files).tag;
-  (void)s.OnListing(10, {20});
-  EXPECT_EQ(s.OnListing(11, {30}).cancel, std::vector<uint64_t>{tag});  // glob, other work, then read
+  for (uint64_t d = 10; d < 13; d++) (void)s.OnListing(d, {d * 10});
+  EXPECT_TRUE(Cancels(s.OnListing(13, {130}), tag));  // glob, other work, then read
   DirPrefetch p = s.OnRead(1);
   EXPECT_EQ(p.inos, (std::vector<uint64_t>{2, 3, 4, 5, 6, 7, 8}));
-  (void)s.OnListing(12, {40});
-  EXPECT_FALSE(Cancels(s.OnListing(13, {50}), tag));  // read since: kept
+  for (uint64_t d = 20; d < 30; d++) EXPECT_FALSE(Cancels(s.OnListing(d, {d * 10}), tag));  // read since
 }
 
 // ---- Filesystem -------------------------------------------------------------
@@ -421,14 +439,14 @@ TEST_F(PrefetchFsTest, ListingPrefetchesFirstBlocksInListingOrder) {
   WaitPrefetchIdle();
 }
 
-TEST_F(PrefetchFsTest, ListingWithoutReadsIsCancelled) {
+TEST_F(PrefetchFsTest, UnreadListingsStopBeingPrefetched) {
   const uint64_t dir = Mkdir(kRoot, "d");
   for (int i = 0; i < 64; i++) {
     const uint64_t f = Create(dir, "f" + std::to_string(i));
     ASSERT_OK(fs_->Write(f, 0, Payload(i, 2000)));
   }
   std::vector<uint64_t> others;
-  for (const char* other : {"e1", "e2"}) {
+  for (const char* other : {"e1", "e2", "e3", "e4"}) {
     others.push_back(Mkdir(kRoot, other));
     ASSERT_OK(fs_->Write(Create(others.back(), "x"), 0, Payload(99, 100)));
   }
@@ -436,17 +454,37 @@ TEST_F(PrefetchFsTest, ListingWithoutReadsIsCancelled) {
   Reopen();
   std::vector<DirListEntry> entries;
   ASSERT_OK(fs_->ListDir(dir, &entries));
-  fs_->DirListed(dir, entries);
-  // Two newer listings end the unread one (readdir has no close).
-  for (uint64_t o : others) {
-    std::vector<DirListEntry> oe;
-    ASSERT_OK(fs_->ListDir(o, &oe));
-    fs_->DirListed(o, oe);
+  auto list_others = [&] {
+    for (uint64_t o : others) {
+      std::vector<DirListEntry> oe;
+      ASSERT_OK(fs_->ListDir(o, &oe));
+      fs_->DirListed(o, oe);
+    }
+  };
+  // Streams the listings started ("dir listings" of the prefetch stats).
+  auto streams = [&] {
+    const std::string text = fs_->StatsText();
+    const size_t at = text.find("dir listings");
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? 0 : std::stoull(text.substr(at + 12));
+  };
+  // ls -l twice: four newer listings end an unread one (readdir has no
+  // close); its prefetch is cancelled and scored as waste.
+  EXPECT_EQ(fs_->PrefetchStats().issued, 0u);
+  for (int round = 0; round < 2; round++) {
+    const uint64_t before = streams();
+    fs_->DirListed(dir, entries);
+    EXPECT_EQ(streams(), before + 1) << round;
+    list_others();
   }
+  EXPECT_GE(fs_->PrefetchStats().issued, 32u);  // the first initial window, at least
+  // Two wasted listings: the third starts no stream.
+  const uint64_t before = streams();
+  fs_->DirListed(dir, entries);
+  EXPECT_EQ(streams(), before);
   WaitPrefetchIdle();
   vlog::PrefetcherStats s = fs_->PrefetchStats();
-  EXPECT_EQ(s.issued, 34u);  // the initial window only, and one per other listing
-  EXPECT_EQ(s.completed + s.cancelled, 34u);
+  EXPECT_EQ(s.completed + s.cancelled + s.failed, s.issued);
 }
 
 TEST_F(PrefetchFsTest, OverwrittenBlocksAreNeverServedStale) {
