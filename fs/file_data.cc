@@ -261,7 +261,12 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   } else {
     in->rec = r;
     journal_->Commit(entry);
-    for (const auto& p : released) vlog_->Release(p);
+    // For fsync the replaced records stay counted live until the batch is
+    // synced: GC deletes a segment with no live records at once, and an
+    // older durable pointer may still name it.
+    if (!sync) {
+      for (const auto& p : released) vlog_->Release(p);
+    }
     stats_.flushes++;
     stats_.blocks_flushed += in->dirty.size();
   }
@@ -274,10 +279,19 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     in->write_error = st.err();  // reported by the next flush/fsync/close
   }
   pl.unlock();
-  // The records were fdatasync'd before their pointers were written at all.
-  // The batch's sync waits outside the pointer mutex, so concurrent fsyncs
-  // share it: LevelDB commits the synced writes waiting together.
-  if (st.ok() && sync) st = meta_->Sync();
+  if (!st.ok() || !sync) return st;
+  // Our records were fdatasync'd before their pointers were written at all.
+  // The batch's sync waits outside the pointer mutex, so the next fsync's
+  // vLog work overlaps it; it also makes other flushes' batches durable, so
+  // their records are synced first (a flush slipping in between may still
+  // have a pointer durable before its record: recovery drops such pointers).
+  st = vlog_->Sync(vlog::kNoStreams);
+  if (st.ok()) st = meta_->Sync();
+  // On failure the replaced records stay counted live: a leak of
+  // accounting, never a deleted segment an older durable pointer names.
+  if (st.ok()) {
+    for (const auto& p : released) vlog_->Release(p);
+  }
   return st;
 }
 

@@ -7,14 +7,17 @@
 //    of that file fail with the same error. LevelDB's log writer has then
 //    advanced past a record it may not have written, and records after it
 //    would be framed wrongly; LevelDB latches only a failed Sync itself.
-//  * Close syncs the file first. LevelDB closes a log when it switches to a
-//    new one and syncs only the current log for a synced write, so without
-//    this the unsynced records of the old log would not be covered by a
-//    later synced write (MetaStore::Sync relies on that).
+//  * A log LevelDB leaves (Close, or 1.23's plain delete at a memtable
+//    switch) is synced first if anything was appended since its last sync.
+//    LevelDB syncs only the current log for a synced write, so without this
+//    the unsynced records of the old log would not be covered by a later
+//    synced write (MetaStore::Sync relies on that). A sync failing in the
+//    delete has no caller to tell: lost_log() reports it.
 //
 // Other files (tables, MANIFEST, CURRENT) are passed through.
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "leveldb/env.h"
@@ -27,6 +30,16 @@ class LogGuardEnv : public leveldb::EnvWrapper {
 
   leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override;
   leveldb::Status NewAppendableFile(const std::string& f, leveldb::WritableFile** r) override;
+
+  // The first failed sync of a log being deleted; OK if none.
+  leveldb::Status lost_log() const;
+  void NoteLostLog(const leveldb::Status& s);
+
+ private:
+  leveldb::Status Wrap(const std::string& f, leveldb::Status s, leveldb::WritableFile** r);
+
+  mutable std::mutex mu_;
+  leveldb::Status lost_;
 };
 
 // True for LevelDB's write-ahead log names (NNNNNN.log, not the info LOG).

@@ -93,7 +93,11 @@ class MetaStore::Impl {
 
   Status WriteError() {
     std::lock_guard<std::mutex> l(error_mu_);
-    if (write_error_.ok()) return Status::OK();
+    if (write_error_.ok()) {
+      const leveldb::Status lost = guard_env_.lost_log();
+      if (lost.ok()) return Status::OK();
+      write_error_ = Error(lost, "sync of a write-ahead log LevelDB left");
+    }
     return Status::FromErrno(EIO, "metadata store " + dir_ +
                                       ": read-only after an earlier write failed (" +
                                       write_error_.ToString() + "); remount to recover");
@@ -202,7 +206,8 @@ Status MetaStore::Sync() {
     return impl_->WriteError();
   }
   Batch empty;
-  return Write(&empty, /*sync=*/true);
+  SEPFS_RETURN_IF_ERROR(Write(&empty, /*sync=*/true));
+  return impl_->WriteError();  // an older log's sync may have failed meanwhile
 }
 
 Status MetaStore::Scan(
