@@ -171,13 +171,8 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     SEPFS_RETURN_IF_ERROR(vlog_->Sync(vlog::kNoStreams));  // its records were written
     return meta_->Sync();
   }
-  std::unique_lock<std::mutex> pl(ptr_mu_);
+  std::unique_lock<std::mutex> pl(ptr_locks_.For(in->ino));
   const uint64_t ino = in->ino;
-  // Drop counts per stream: only the streams this flush appends to matter.
-  uint64_t drops_before[vlog::kNumStreams];
-  for (int i = 0; i < vlog::kNumStreams; ++i) {
-    drops_before[i] = vlog_->DropCount(vlog::MaskOf(static_cast<vlog::Stream>(i)));
-  }
   // Old pointers of the dirty blocks: one range scan when they are dense.
   std::map<uint64_t, vlog::BlockPtr> old;
   auto note_old = [&](std::string_view key, std::string_view value) {
@@ -210,6 +205,14 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   std::vector<uint64_t> added_blocks;
   vlog::StreamMask used = 0;
   Status st;
+  std::unique_lock<std::mutex> al(append_mu_);
+  // Drop counts per stream, taken before our first append: a failed write
+  // from then on may have dropped our buffered records (only the streams
+  // this flush appends to matter).
+  uint64_t drops_before[vlog::kNumStreams];
+  for (int i = 0; i < vlog::kNumStreams; ++i) {
+    drops_before[i] = vlog_->DropCount(vlog::MaskOf(static_cast<vlog::Stream>(i)));
+  }
   for (const auto& [b, data] : in->dirty) {
     vlog::BlockPtr p;
     // Bytes past EOF never reach the log (a later extension must read zeros).
@@ -230,6 +233,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     }
     r.blocks += SectorsOf(len);
   }
+  al.unlock();
   if (st.ok()) st = sync ? vlog_->Sync(used) : vlog_->Flush(used);
   // A concurrent failed flush of one of our streams may have dropped our
   // buffered records too; never install pointers that may dangle.
@@ -250,7 +254,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     // A failed write may still reach LevelDB's log and be replayed at the
     // next open, so its records stay counted live: at worst a leak of
     // accounting, never a pointer to a freed record. Written unsynced even
-    // for fsync: its sync comes below, outside the pointer mutex.
+    // for fsync: its sync comes below, outside the pointer lock.
     st = meta_->Write(&batch, /*sync=*/false);
   }
   if (!st.ok()) {
@@ -281,7 +285,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   pl.unlock();
   if (!st.ok() || !sync) return st;
   // Our records were fdatasync'd before their pointers were written at all.
-  // The batch's sync waits outside the pointer mutex, so the next fsync's
+  // The batch's sync waits outside the pointer lock, so the next fsync's
   // vLog work overlaps it; it also makes other flushes' batches durable, so
   // their records are synced first (a flush slipping in between may still
   // have a pointer durable before its record: recovery drops such pointers).
@@ -459,7 +463,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
   const uint64_t bs = block_size_;
   const uint64_t end = std::min<uint64_t>(off + len, in->rec.size);
   if (off >= end) return Status::OK();
-  std::lock_guard<std::mutex> pl(ptr_mu_);
+  std::lock_guard<std::mutex> pl(ptr_locks_.For(in->ino));
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
   // Whole blocks inside [off, end) lose their pointers; the edges get zeros.

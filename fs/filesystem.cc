@@ -93,7 +93,7 @@ Status Filesystem::Close() {
 }
 
 Status Filesystem::StartGc() {
-  gc_index_ = std::make_unique<FsGcIndex>(meta_, journal_.get(), &ptr_mu_, &seg_mu_);
+  gc_index_ = std::make_unique<FsGcIndex>(meta_, journal_.get(), &ptr_locks_, &seg_mu_);
   GcOptions go;
   go.mode = options_.gc;
   go.picker = options_.gc_picker;
@@ -205,7 +205,7 @@ void Filesystem::MaybeEvict(uint64_t ino) {
 }
 
 Status Filesystem::ReclaimInode(uint64_t ino) {
-  std::lock_guard<std::mutex> pl(ptr_mu_);
+  std::lock_guard<std::mutex> pl(ptr_locks_.For(ino));
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
   Status decode_error;
@@ -309,7 +309,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   const kv::Timespec now = Now();
   kv::Batch b;
   std::vector<vlog::BlockPtr> added, released;
-  std::unique_lock<std::mutex> pl(ptr_mu_, std::defer_lock);
+  std::unique_lock<std::mutex> pl(ptr_locks_.For(in->ino), std::defer_lock);
   if (req.set_size) pl.lock();
   if (req.set_mode) r.mode = (r.mode & S_IFMT) | (req.mode & 07777);
   if (req.set_uid) r.uid = req.uid;

@@ -8,8 +8,9 @@
 // kernel's (default_permissions); this layer enforces the namespace rules
 // (ENOTEMPTY, EEXIST, ENAMETOOLONG, ...).
 //
-// Lock order: ns_mu_ -> Inode::mu (ascending ino) -> checkpoint_mu_ -> ptr_mu_ ->
-// seg_mu_ -> table_mu_ (leaf).
+// Lock order: ns_mu_ -> Inode::mu (ascending ino) -> checkpoint_mu_ ->
+// ptr_locks_ (one stripe, or all in index order) -> append_mu_ -> seg_mu_ ->
+// table_mu_ (leaf).
 #pragma once
 
 #include <sys/statvfs.h>
@@ -33,6 +34,7 @@
 #include "fs/gc_index.h"
 #include "fs/inode.h"
 #include "fs/live_journal.h"
+#include "fs/ptr_locks.h"
 #include "fs/readahead.h"
 #include "fs/store.h"
 #include "kvstore/ino_alloc.h"
@@ -315,9 +317,13 @@ class Filesystem {
 
   std::shared_mutex ns_mu_;
   std::mutex table_mu_;
-  // Serializes every change of block pointers (flush, truncate, punch,
-  // reclaim, GC pointer swap), so a read-modify-write of pointers is atomic.
-  std::mutex ptr_mu_;
+  // Every change of an inode's block pointers (flush, truncate, punch,
+  // reclaim) holds its stripe, the GC's pointer swap all of them, so a
+  // read-modify-write of pointers is atomic (fs/ptr_locks.h).
+  PtrLocks ptr_locks_;
+  // A flush appends its records under it: one file's records stay adjacent
+  // in the log while flushes of several files run at once.
+  std::mutex append_mu_;
   // Held shared while a pointer is looked up and its record read; GC frees a
   // segment only under it exclusively, so no reader follows a freed pointer.
   std::shared_mutex seg_mu_;
@@ -345,7 +351,7 @@ class Filesystem {
 
   std::unique_ptr<LiveJournal> journal_;
   RecoveryReport recovery_;
-  std::mutex checkpoint_mu_;           // before ptr_mu_
+  std::mutex checkpoint_mu_;           // before ptr_locks_
   uint64_t checkpoint_appended_ = 0;   // vLog bytes appended at the last checkpoint
   std::atomic<uint64_t> checkpoints_{0};
 

@@ -25,11 +25,11 @@ void FsGcIndex::NoteHold(uint64_t us) {
 }
 
 Status FsGcIndex::IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) {
-  // A flush appends its records, then installs their pointers, holding the
-  // pointer mutex throughout. Asked in between, the index would call a
-  // record that is about to be referenced dead, and the victim (sealed by
+  // A flush appends its records, then installs their pointers, holding its
+  // inode's pointer lock throughout. Asked in between, the index would call
+  // a record that is about to be referenced dead, and the victim (sealed by
   // that very flush) could be deleted under it: wait for the flush instead.
-  std::lock_guard<std::mutex> l(*ptr_mu_);
+  std::lock_guard<std::mutex> l(ptr_locks_->For(inode));
   vlog::BlockPtr cur;
   bool present = false;
   SEPFS_RETURN_IF_ERROR(Current(meta_, inode, block, &cur, &present));
@@ -40,7 +40,7 @@ Status FsGcIndex::IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& p
 Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
                                std::vector<bool>* swapped) {
   swapped->assign(relocs.size(), false);
-  std::lock_guard<std::mutex> l(*ptr_mu_);
+  PtrLocks::All all(ptr_locks_);
   const uint64_t start = MonotonicMicros();
   kv::Batch b;
   std::vector<vlog::BlockPtr> added, removed;
@@ -70,6 +70,10 @@ Status FsGcIndex::SwapPointers(const std::vector<vlog::Relocation>& relocs,
 }
 
 Status FsGcIndex::Quiesce(const std::function<Status()>& fn) {
+  // Users' overwrites that moved pointers off the victim may be unsynced:
+  // after a power loss their durable predecessors would name a deleted
+  // segment. Nothing to do when nothing was written unsynced.
+  SEPFS_RETURN_IF_ERROR(meta_->Sync());
   std::unique_lock<std::shared_mutex> l(*seg_mu_);
   const uint64_t start = MonotonicMicros();
   Status st = fn();

@@ -1,7 +1,8 @@
 // FsGcIndex: the filesystem's side of vlog::GcIndex. Liveness and the
 // pointer compare-and-set go through the metadata LSM under the pointer
-// mutex (which every writer of pointers holds from its first vLog append to
-// its metadata write); Quiesce holds the segment read lock exclusively.
+// locks (fs/ptr_locks.h: every writer of an inode's pointers holds its
+// stripe from its first vLog append to its metadata write); Quiesce holds
+// the segment read lock exclusively.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <shared_mutex>
 
 #include "fs/live_journal.h"
+#include "fs/ptr_locks.h"
 #include "kvstore/meta_store.h"
 #include "vlog/gc_job.h"
 
@@ -16,9 +18,9 @@ namespace sepfs::fs {
 
 class FsGcIndex : public vlog::GcIndex {
  public:
-  FsGcIndex(kv::MetaStore* meta, LiveJournal* journal, std::mutex* ptr_mu,
+  FsGcIndex(kv::MetaStore* meta, LiveJournal* journal, PtrLocks* ptr_locks,
             std::shared_mutex* seg_mu)
-      : meta_(meta), journal_(journal), ptr_mu_(ptr_mu), seg_mu_(seg_mu) {}
+      : meta_(meta), journal_(journal), ptr_locks_(ptr_locks), seg_mu_(seg_mu) {}
 
   Status IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) override;
   Status SwapPointers(const std::vector<vlog::Relocation>& relocs,
@@ -32,7 +34,7 @@ class FsGcIndex : public vlog::GcIndex {
   void NoteHold(uint64_t us);
   kv::MetaStore* const meta_;
   LiveJournal* const journal_;
-  std::mutex* const ptr_mu_;
+  PtrLocks* const ptr_locks_;
   std::shared_mutex* const seg_mu_;
   std::atomic<uint64_t> max_hold_us_{0};
 };

@@ -302,7 +302,7 @@ Status Filesystem::WriteCheckpoint(bool clean) {
   // Most of the data first, without holding up writers; then, with pointer
   // changes held off, the heads and whatever was appended before them.
   SEPFS_RETURN_IF_ERROR(vlog_->Sync());
-  std::lock_guard<std::mutex> pl(ptr_mu_);
+  PtrLocks::All pl(&ptr_locks_);
   VlogHeads heads;
   // The highest id first: a segment created after it is replayed whole.
   heads.max_segment = vlog_->MaxSegmentId();

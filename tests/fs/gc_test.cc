@@ -5,6 +5,8 @@
 #include <sys/xattr.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <shared_mutex>
 #include <thread>
@@ -57,17 +59,49 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
 }
 
 // A flush appends its records (possibly sealing the segment they land in)
-// before it installs their pointers, holding the pointer mutex throughout.
-// Liveness asked in between must wait for the install: answered "dead", GC
-// would delete that segment and the flushed data with it.
+// before it installs their pointers, holding its inode's pointer lock
+// throughout. Liveness asked in between must wait for the install: answered
+// "dead", GC would delete that segment and the flushed data with it.
 TEST_F(GcTest, LivenessWaitsForPointersBeingInstalled) {
   kv::MetaStore* meta = fs_->store()->meta();
   constexpr uint64_t kIno = 1u << 30, kBlock = 3;  // no such file: only the key matters
   const vlog::BlockPtr fresh{7, 4096, 100, 12345};
-  std::mutex ptr_mu;
+  PtrLocks ptr_locks;
   std::shared_mutex seg_mu;
-  FsGcIndex index(meta, /*journal=*/nullptr, &ptr_mu, &seg_mu);
-  std::unique_lock<std::mutex> installing(ptr_mu);
+  FsGcIndex index(meta, /*journal=*/nullptr, &ptr_locks, &seg_mu);
+  // Another inode's flush (a thread holding its stripe for up to 2 s) does
+  // not hold it up: the answer comes while that stripe is still held.
+  uint64_t other = kIno + 1;
+  while (&ptr_locks.For(other) == &ptr_locks.For(kIno)) other++;
+  {
+    std::mutex m;
+    std::condition_variable cv;
+    bool held = false, asked = false;
+    std::atomic<bool> released{false};
+    std::thread flush([&] {
+      std::unique_lock<std::mutex> busy(ptr_locks.For(other));
+      std::unique_lock<std::mutex> l(m);
+      held = true;
+      cv.notify_all();
+      cv.wait_for(l, std::chrono::seconds(2), [&] { return asked; });
+      released = true;
+    });
+    {
+      std::unique_lock<std::mutex> l(m);
+      cv.wait(l, [&] { return held; });
+    }
+    bool live = true;
+    EXPECT_OK(index.IsLive(kIno, kBlock, fresh, &live));
+    EXPECT_FALSE(live);
+    EXPECT_FALSE(released.load()) << "liveness waited for another inode's flush";
+    {
+      std::lock_guard<std::mutex> l(m);
+      asked = true;
+    }
+    cv.notify_all();
+    flush.join();
+  }
+  std::unique_lock<std::mutex> installing(ptr_locks.For(kIno));
   std::atomic<int> answer{-1};
   std::thread gc([&] {
     bool live = false;
