@@ -431,10 +431,14 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus
   Guard(req, [&] {
     Filesystem* fs = Fs(req);
     DirListings& kept = Ctx(req)->listings;
-    uint64_t gen = fs->EntriesGen(ino);
     // A listing from the start is a new pass: taken anew, and told to the
     // prefetcher in name order (the order `for f in dir/*` reads).
-    std::shared_ptr<const CookieListing> listing = off == 0 ? nullptr : kept.Get(ino, gen);
+    uint64_t gen = 0;
+    std::shared_ptr<const CookieListing> listing;
+    if (off != 0) {
+      gen = fs->EntriesGen(ino);
+      listing = kept.Get(ino, gen);
+    }
     if (listing == nullptr) {
       std::vector<DirListEntry> entries;
       Status st = fs->ListDir(ino, &entries, &gen);
@@ -486,8 +490,8 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus
     // Entries listed with attributes each carry a lookup (ReadDirPlus),
     // given back if the reply fails; reserved so that noting one never throws.
     std::vector<uint64_t> looked_up;
-    if (plus) looked_up.reserve(listing->entries.size() - start);
     if (plus) {
+      looked_up.reserve(listing->entries.size() - start);
       size_t index = start;
       Status st = fs->ReadDirPlus(
           listing->entries, start, [&](const DirListEntry& e, const kv::InodeRecord& r) {
