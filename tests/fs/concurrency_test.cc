@@ -14,8 +14,7 @@
 #include <vector>
 
 #include "fs_test_util.h"
-#include "kvstore/log_guard_env.h"
-#include "leveldb/env.h"
+#include "tests/scripted_leveldb_env.h"
 
 namespace sepfs::fs::testing {
 namespace {
@@ -223,37 +222,6 @@ TEST_F(ConcurrencyTest, OrphansReclaimedWhileFlusherRuns) {
   for (size_t i = 0; i < rep.notes.size() && i < 5; i++) ADD_FAILURE() << rep.notes[i];
 }
 
-// LevelDB's write-ahead log syncs, counted and made slow.
-class SlowLogSyncEnv : public leveldb::EnvWrapper {
- public:
-  SlowLogSyncEnv() : leveldb::EnvWrapper(leveldb::Env::Default()) {}
-  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
-    leveldb::Status s = target()->NewWritableFile(f, r);
-    if (s.ok() && kv::IsLevelDbLogFile(f)) *r = new File(*r, this);
-    return s;
-  }
-  std::atomic<int> syncs{0};
-  std::atomic<int> delay_ms{0};
-
- private:
-  class File final : public leveldb::WritableFile {
-   public:
-    File(leveldb::WritableFile* f, SlowLogSyncEnv* env) : f_(f), env_(env) {}
-    leveldb::Status Append(const leveldb::Slice& d) override { return f_->Append(d); }
-    leveldb::Status Flush() override { return f_->Flush(); }
-    leveldb::Status Close() override { return f_->Close(); }
-    leveldb::Status Sync() override {
-      env_->syncs++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(env_->delay_ms.load()));
-      return f_->Sync();
-    }
-
-   private:
-    std::unique_ptr<leveldb::WritableFile> f_;
-    SlowLogSyncEnv* const env_;
-  };
-};
-
 // Fsyncs of four files at once: each holds only its own inode's pointer
 // lock, and LevelDB's sync waits outside it, so the waiting syncs are
 // committed together. With each log sync taking 200 ms, four fsyncs need
@@ -268,7 +236,8 @@ class FsyncGroupTest : public SmallBlockFsTest {
     o.store.leveldb_env = &env_;
     return o;
   }
-  mutable SlowLogSyncEnv env_;
+  sepfs::testing::Calls calls_;
+  mutable sepfs::testing::ScriptedEnv env_{&calls_};
 };
 
 TEST_F(FsyncGroupTest, ConcurrentFsyncsShareLevelDbSyncs) {
@@ -276,16 +245,16 @@ TEST_F(FsyncGroupTest, ConcurrentFsyncsShareLevelDbSyncs) {
   for (int t = 0; t < kThreads; t++) inos.push_back(Create(kRoot, "f" + std::to_string(t)));
   ASSERT_OK(fs_->FsyncDir(kRoot));
   for (int t = 0; t < kThreads; t++) ASSERT_OK(fs_->Write(inos[t], 0, Payload(t, 5000)));
-  env_.delay_ms = 200;
-  const int before = env_.syncs;
+  calls_.sync_delay_ms = 200;
+  const int before = calls_.log_syncs;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; t++) {
     threads.emplace_back([&, t] { EXPECT_OK(fs_->Fsync(inos[t], false)); });
   }
   for (auto& th : threads) th.join();
-  env_.delay_ms = 0;
-  EXPECT_GE(env_.syncs - before, 1);
-  EXPECT_LT(env_.syncs - before, kThreads);
+  calls_.sync_delay_ms = 0;
+  EXPECT_GE(calls_.log_syncs - before, 1);
+  EXPECT_LT(calls_.log_syncs - before, kThreads);
   Reopen();
   for (int t = 0; t < kThreads; t++) EXPECT_EQ(ReadAll(inos[t]), Payload(t, 5000)) << t;
 }

@@ -18,60 +18,27 @@
 #include "kvstore/meta_store.h"
 #include "vlog/fault_env.h"
 #include "tests/kvstore/temp_dir.h"
+#include "tests/scripted_leveldb_env.h"
 
 namespace sepfs::kv {
 namespace {
 
-// What the guard passes down: counts calls, fails the appends it is told to
-// and can make log syncs slow.
-struct Calls {
-  std::atomic<int> appends{0}, syncs{0}, closes{0}, log_syncs{0};
-  std::atomic<int> fail_appends{0};  // the next this many appends fail
-  std::atomic<int> sync_delay_ms{0};
-};
+using sepfs::testing::Calls;
+using sepfs::testing::ScriptedEnv;
 
-class ScriptedFile final : public leveldb::WritableFile {
- public:
-  ScriptedFile(leveldb::WritableFile* f, Calls* c, bool log) : f_(f), c_(c), log_(log) {}
-  leveldb::Status Append(const leveldb::Slice& d) override {
-    c_->appends++;
-    if (c_->fail_appends > 0) {
-      c_->fail_appends--;
-      return leveldb::Status::IOError("scripted", "append failed");
-    }
-    return f_->Append(d);
+// The guard over a ScriptedEnv, and its files opened in a temporary
+// directory.
+class LogGuardTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<leveldb::WritableFile> Open(const std::string& name) {
+    leveldb::WritableFile* raw = nullptr;
+    EXPECT_TRUE(env_.NewWritableFile(tmp_.path() + "/" + name, &raw).ok()) << name;
+    return std::unique_ptr<leveldb::WritableFile>(raw);
   }
-  leveldb::Status Flush() override { return f_->Flush(); }
-  leveldb::Status Sync() override {
-    c_->syncs++;
-    if (log_) {
-      c_->log_syncs++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(c_->sync_delay_ms.load()));
-    }
-    return f_->Sync();
-  }
-  leveldb::Status Close() override {
-    c_->closes++;
-    return f_->Close();
-  }
-
- private:
-  std::unique_ptr<leveldb::WritableFile> f_;
-  Calls* c_;
-  bool log_;
-};
-
-class ScriptedEnv : public leveldb::EnvWrapper {
- public:
-  explicit ScriptedEnv(Calls* c) : leveldb::EnvWrapper(leveldb::Env::Default()), c_(c) {}
-  leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
-    leveldb::Status s = target()->NewWritableFile(f, r);
-    if (s.ok()) *r = new ScriptedFile(*r, c_, IsLevelDbLogFile(f));
-    return s;
-  }
-
- private:
-  Calls* c_;
+  testing::TempDir tmp_;
+  Calls calls_;
+  ScriptedEnv scripted_{&calls_};
+  LogGuardEnv env_{&scripted_};
 };
 
 TEST(LogGuardEnv, KnowsLevelDbLogNames) {
@@ -84,69 +51,59 @@ TEST(LogGuardEnv, KnowsLevelDbLogNames) {
   }
 }
 
-TEST(LogGuardEnv, AFailedLogStaysFailedAndALeftOneIsSynced) {
-  testing::TempDir tmp;
-  Calls calls;
-  ScriptedEnv scripted(&calls);
-  LogGuardEnv env(&scripted);
-  leveldb::WritableFile* raw = nullptr;
-  ASSERT_TRUE(env.NewWritableFile(tmp.path() + "/000007.log", &raw).ok());
-  std::unique_ptr<leveldb::WritableFile> log(raw);
+TEST_F(LogGuardTest, AFailedLogStaysFailedAndALeftOneIsSynced) {
+  std::unique_ptr<leveldb::WritableFile> log = Open("000007.log");
+  ASSERT_TRUE(log);
   ASSERT_TRUE(log->Append("first").ok());
-  calls.fail_appends = 1;
+  calls_.fail_appends = 1;
   leveldb::Status failed = log->Append("torn");
   ASSERT_FALSE(failed.ok());
-  const int appends = calls.appends, syncs = calls.syncs;
+  const int appends = calls_.appends, syncs = calls_.syncs;
   // Nothing reaches the file after the failure; everything reports it.
   EXPECT_EQ(log->Append("after").ToString(), failed.ToString());
   EXPECT_EQ(log->Flush().ToString(), failed.ToString());
   EXPECT_EQ(log->Sync().ToString(), failed.ToString());
-  EXPECT_EQ(calls.appends, appends);
-  EXPECT_EQ(calls.syncs, syncs);
+  EXPECT_EQ(calls_.appends, appends);
+  EXPECT_EQ(calls_.syncs, syncs);
   EXPECT_EQ(log->Close().ToString(), failed.ToString());
-  EXPECT_EQ(calls.closes, 1);  // closed all the same
+  EXPECT_EQ(calls_.closes, 1);  // closed all the same
 
-  ASSERT_TRUE(env.NewWritableFile(tmp.path() + "/000008.log", &raw).ok());
-  log.reset(raw);
+  log = Open("000008.log");
+  ASSERT_TRUE(log);
   ASSERT_TRUE(log->Append("record").ok());
-  int before = calls.syncs;
+  int before = calls_.syncs;
   EXPECT_TRUE(log->Close().ok());
-  EXPECT_EQ(calls.syncs, before + 1);  // synced on the way out
+  EXPECT_EQ(calls_.syncs, before + 1);  // synced on the way out
   log.reset();
-  EXPECT_EQ(calls.syncs, before + 1);  // once
+  EXPECT_EQ(calls_.syncs, before + 1);  // once
 
   // LevelDB 1.23 deletes the log it switches away from without Close.
-  ASSERT_TRUE(env.NewWritableFile(tmp.path() + "/000009.log", &raw).ok());
-  log.reset(raw);
+  log = Open("000009.log");
+  ASSERT_TRUE(log);
   ASSERT_TRUE(log->Append("record").ok());
-  before = calls.syncs;
+  before = calls_.syncs;
   log.reset();
-  EXPECT_EQ(calls.syncs, before + 1);
-  EXPECT_TRUE(env.lost_log().ok());
+  EXPECT_EQ(calls_.syncs, before + 1);
+  EXPECT_TRUE(env_.lost_log().ok());
   // Nothing appended since the last sync: nothing to do.
-  ASSERT_TRUE(env.NewWritableFile(tmp.path() + "/000010.log", &raw).ok());
-  log.reset(raw);
+  log = Open("000010.log");
+  ASSERT_TRUE(log);
   ASSERT_TRUE(log->Append("record").ok());
   ASSERT_TRUE(log->Sync().ok());
-  before = calls.syncs;
+  before = calls_.syncs;
   log.reset();
-  EXPECT_EQ(calls.syncs, before);
+  EXPECT_EQ(calls_.syncs, before);
 }
 
-TEST(LogGuardEnv, OtherFilesPassThrough) {
-  testing::TempDir tmp;
-  Calls calls;
-  ScriptedEnv scripted(&calls);
-  LogGuardEnv env(&scripted);
-  leveldb::WritableFile* raw = nullptr;
-  ASSERT_TRUE(env.NewWritableFile(tmp.path() + "/000009.ldb", &raw).ok());
-  std::unique_ptr<leveldb::WritableFile> table(raw);
-  calls.fail_appends = 1;
+TEST_F(LogGuardTest, OtherFilesPassThrough) {
+  std::unique_ptr<leveldb::WritableFile> table = Open("000009.ldb");
+  ASSERT_TRUE(table);
+  calls_.fail_appends = 1;
   EXPECT_FALSE(table->Append("x").ok());
   EXPECT_TRUE(table->Append("y").ok());  // not latched: LevelDB handles tables
-  const int syncs = calls.syncs;
+  const int syncs = calls_.syncs;
   EXPECT_TRUE(table->Close().ok());
-  EXPECT_EQ(calls.syncs, syncs);  // and not synced at close
+  EXPECT_EQ(calls_.syncs, syncs);  // and not synced at close
 }
 
 // Eight synced writes at once while each log sync takes 50 ms: LevelDB's
