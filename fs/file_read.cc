@@ -191,7 +191,7 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
     const uint64_t first = off / bs, last = (off + n - 1) / bs;
     BlockRange ra;
     if (pf != nullptr && fh != nullptr && options_.prefetch_seq) {
-      ra = fh->seq.OnRead(off, n, in->rec.size, block_size_);
+      ra = fh->seq.OnRead(off, n, in->rec.size, block_size_, pf->window_bytes);
     }
     // One scan covers the read and the blocks to prefetch after it.
     const uint64_t scan_end = ra.empty() ? last + 1 : std::max(last + 1, ra.end);

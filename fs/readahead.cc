@@ -5,12 +5,12 @@
 namespace sepfs::fs {
 
 BlockRange SequentialDetector::OnRead(uint64_t off, uint64_t len, uint64_t file_size,
-                                      uint32_t block_size) {
+                                      uint32_t block_size, uint64_t max_bytes) {
   BlockRange r;
   if (len == 0 || block_size == 0) return r;
   const uint64_t end = off + len;
-  const uint64_t cap =
-      std::max<uint64_t>(1, std::min<uint64_t>(opt_.max_blocks, opt_.max_bytes / block_size));
+  const uint64_t bytes = std::min(opt_.max_bytes, max_bytes);
+  const uint64_t cap = std::max<uint64_t>(1, std::min<uint64_t>(opt_.max_blocks, bytes / block_size));
   std::lock_guard<std::mutex> l(mu_);
   const uint64_t slack = std::min<uint64_t>(opt_.slack_bytes, kSlackReads * len);
   const bool sequential =

@@ -32,8 +32,14 @@ namespace sepfs::fs {
 
 struct ReadaheadOptions {
   uint32_t initial_blocks = 4;        // first window after a sequential start
-  uint32_t max_blocks = 64;           // window cap in blocks ...
-  uint64_t max_bytes = 8ull << 20;    // ... and in bytes
+  // Window cap in blocks and in bytes. A new range goes out when less than
+  // half a window is left, so the lead over the reader is half to a whole
+  // window: with 4 MiB the kernel's 1 MiB reads caught up with reads still
+  // on the disk (a fifth of them waited); 32 MiB read a cold 2 GiB file
+  // about 20% faster (bench/RESULTS.md). The engine caps it further by the
+  // data cache's size (PrefetchEngine::window_bytes).
+  uint32_t max_blocks = 512;
+  uint64_t max_bytes = 32ull << 20;
   // A read starting within min(slack_bytes, 8 x its length) of where the
   // previous one ended still counts as sequential: with async reads and
   // several FUSE threads, the kernel's readahead requests arrive slightly
@@ -66,7 +72,9 @@ class SequentialDetector {
   // window to 0 (nothing is prefetched). To batch requests, a new range is
   // returned only when less than half a window is left ahead of the read.
   // Nothing is returned until a sequential read ends at start_bytes or later.
-  BlockRange OnRead(uint64_t off, uint64_t len, uint64_t file_size, uint32_t block_size);
+  // max_bytes, when smaller than the options', caps the window for this call.
+  BlockRange OnRead(uint64_t off, uint64_t len, uint64_t file_size, uint32_t block_size,
+                    uint64_t max_bytes = UINT64_MAX);
   uint64_t window() const;  // blocks
 
  private:
@@ -196,7 +204,9 @@ class DirStreams {
 // reverse order: the pool (which joins its workers) before the cache.
 struct PrefetchEngine {
   PrefetchEngine(vlog::ValueLog* vlog, uint64_t cache_bytes, unsigned threads)
-      : cache(cache_bytes), prefetcher(vlog, &cache, PoolOptions(threads)) {}
+      : cache(cache_bytes),
+        prefetcher(vlog, &cache, PoolOptions(threads)),
+        window_bytes(cache_bytes / 8) {}
   static vlog::PrefetcherOptions PoolOptions(unsigned threads) {
     vlog::PrefetcherOptions o;
     o.threads = threads;
@@ -205,7 +215,9 @@ struct PrefetchEngine {
   vlog::BlockCache cache;
   vlog::Prefetcher prefetcher;
   DirStreams dirs;
-  ReadaheadOptions readahead;
+  // A sequential reader's window takes at most this much of the cache, so
+  // a few readers' windows fit in it beside what they have just read.
+  const uint64_t window_bytes;
 };
 
 }  // namespace sepfs::fs

@@ -78,6 +78,26 @@ TEST(SequentialDetectorTest, ByteCapFileEndAndRandomStart) {
   EXPECT_TRUE(f.OnRead(bs, bs, 3 * bs + 1, bs).empty());  // nothing left
 }
 
+TEST(SequentialDetectorTest, CallersByteCapLimitsTheWindow) {
+  ReadaheadOptions o;
+  o.start_bytes = 0;
+  o.max_blocks = 512;
+  o.max_bytes = 32 << 20;
+  const uint32_t bs = 64 << 10;
+  const uint64_t size = 4000ull * bs;
+  SequentialDetector d(o), e(o);
+  for (uint64_t i = 0; i < 200; i++) {
+    (void)d.OnRead(i * bs, bs, size, bs, 1 << 20);  // 16 blocks at most
+    (void)e.OnRead(i * bs, bs, size, bs);
+  }
+  EXPECT_EQ(d.window(), 16u);
+  EXPECT_EQ(e.window(), 512u);
+  // A cap above the options' changes nothing.
+  SequentialDetector f(o);
+  for (uint64_t i = 0; i < 200; i++) (void)f.OnRead(i * bs, bs, size, bs, 1ull << 40);
+  EXPECT_EQ(f.window(), 512u);
+}
+
 TEST(SequentialDetectorTest, SlackToleratesReorderedAsyncReads) {
   ReadaheadOptions o;  // 1 MiB slack
   o.start_bytes = 0;
