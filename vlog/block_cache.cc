@@ -66,6 +66,19 @@ bool BlockCache::Contains(const BlockPtr& ptr, uint64_t inode, uint64_t block) c
          m->second->block == block;
 }
 
+void BlockCache::MarkUsed(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
+  if (!enabled()) return;
+  const uint64_t key = KeyOf(ptr);
+  Shard& s = ShardOf(key);
+  std::lock_guard<std::mutex> l(s.mu);
+  auto m = s.map.find(key);
+  if (m == s.map.end()) return;
+  auto it = m->second;
+  if (!(it->ptr == ptr) || it->inode != inode || it->block != block) return;
+  s.lru.splice(s.lru.begin(), s.lru, it);
+  it->used = true;
+}
+
 void BlockCache::Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block,
                         std::shared_ptr<const std::string> data, bool prefetched) {
   if (!enabled() || data == nullptr) return;

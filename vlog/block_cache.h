@@ -75,6 +75,10 @@ class BlockCache {
   // True if an entry for exactly (ptr, inode, block) is cached. Changes no
   // counter and no LRU position.
   bool Contains(const BlockPtr& ptr, uint64_t inode, uint64_t block) const;
+  // The caller used the data of the entry for exactly (ptr, inode, block)
+  // without a Lookup (a reader that waited for the prefetch inserting it):
+  // the entry counts as used and most recently used. Changes no counter.
+  void MarkUsed(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   // Caches data (data->size() == ptr.length) for (ptr, inode, block),
   // replacing any entry at the same (segment, offset). Evicts least recently
   // used entries of the shard to make room.

@@ -271,6 +271,8 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     waited++;
     ReadRequest& r = reqs[i];
     if (data != nullptr && data->size() == r.ptr.length) {
+      // The worker cached it as an unused prefetch; it was used now.
+      cache_->MarkUsed(r.ptr, r.inode, r.block);
       Deliver(r, std::move(data));
       r.status = Status::OK();
       pf_hits++;

@@ -111,6 +111,25 @@ TEST(BlockCacheTest, WastedCountsOnlyUnusedPrefetchedBytes) {
   EXPECT_EQ(c.stats().evicted_unused_bytes, 1124u);
 }
 
+TEST(BlockCacheTest, MarkUsedTakesAnEntryOutOfWasteAndToTheFront) {
+  BlockCache c(2 * kCharge1k, 1);
+  c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), /*prefetched=*/true);
+  c.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), /*prefetched=*/true);
+  c.MarkUsed(Ptr(1, 64, 1024, 9), 1, 0);  // another record at that place: no effect
+  c.MarkUsed(Ptr(1, 64, 1024, 1), 1, 0);
+  // The older entry is now the most recently used: the other one goes first.
+  c.Insert(Ptr(1, 4000, 1024, 3), 1, 2, Data(1024, 'c'), false);
+  EXPECT_TRUE(c.Contains(Ptr(1, 64, 1024, 1), 1, 0));
+  EXPECT_FALSE(c.Contains(Ptr(1, 2000, 1024, 2), 1, 1));
+  EXPECT_EQ(c.stats().evicted_unused_bytes, 1024u);
+  c.Insert(Ptr(1, 6000, 1024, 4), 1, 3, Data(1024, 'd'), false);
+  EXPECT_FALSE(c.Contains(Ptr(1, 64, 1024, 1), 1, 0));
+  EXPECT_EQ(c.stats().evicted_unused_bytes, 1024u);  // the marked one was used
+  BlockCacheStats s = c.stats();
+  EXPECT_EQ(s.hits, 0u);
+  EXPECT_EQ(s.misses, 0u);
+}
+
 TEST(BlockCacheTest, ReaderKeepsEvictedData) {
   BlockCache c(kCharge1k, 1);
   c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), false);

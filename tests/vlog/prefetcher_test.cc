@@ -226,6 +226,27 @@ TEST_F(PrefetcherTest, ForegroundWaitsForInFlightReadInsteadOfReadingAgain) {
   EXPECT_EQ(s.completed, 1u);
 }
 
+TEST_F(PrefetcherTest, RecordsAWaiterGotAreNotCountedWasted) {
+  Start(2 * ((64 << 10) + BlockCache::kEntryOverhead));  // 2 records fit
+  std::vector<Rec> rs = Write(7, 3, 64 << 10);
+  env_.Hold();
+  ASSERT_EQ(pf_->Prefetch(Reqs({rs[0]})), 1u);
+  ASSERT_TRUE(env_.WaitHeld(1));
+  auto fg = std::async(std::launch::async, [&] {
+    std::vector<std::string> bufs;
+    return ReadAll({rs[0]}, &bufs).ok();
+  });
+  EXPECT_EQ(fg.wait_for(200ms), std::future_status::timeout);  // waiting for the worker
+  env_.Release();
+  ASSERT_TRUE(fg.get());
+  ASSERT_EQ(pf_->stats().waits, 1u);
+  // Two more prefetches push the waited-for record out: it was used.
+  ASSERT_EQ(pf_->Prefetch(Reqs({rs[1], rs[2]})), 2u);
+  WaitIdle();
+  EXPECT_FALSE(cache_->Contains(rs[0].ptr, rs[0].inode, rs[0].block));
+  EXPECT_EQ(pf_->stats().wasted_bytes, 0u);
+}
+
 TEST_F(PrefetcherTest, ForegroundTakesOverQueuedRequests) {
   Start();
   std::vector<Rec> rs = Write(8, 4);
