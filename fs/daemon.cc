@@ -115,7 +115,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.flush_interval_sec = req.options.flush_interval;
   fo.read_only = req.options.read_only;
   fo.store.meta_cache_bytes = static_cast<size_t>(req.options.cache_mb) << 20;
-  fo.store.direct_writes = req.options.direct_writes;
+  fo.store.direct_io = req.options.direct_io;
   fo.prefetch_seq = req.options.prefetch_seq;
   fo.prefetch_dir = req.options.prefetch_dir;
   fo.prefetch_threads = req.options.prefetch_threads;

@@ -58,7 +58,7 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     } else if (opt == "open_requests") {
       o->open_requests = true;
     } else if (opt == "buffered_vlog") {
-      o->direct_writes = false;
+      o->direct_io = false;
     } else if (opt == "nokillpriv") {
       o->killpriv_v2 = false;
     } else if (opt == "noreaddirplus") {

@@ -33,11 +33,11 @@ struct MountOptions {
   bool parallel_dirops = true;     // noparallel_dirops
   bool default_permissions = true; // nodefault_permissions
   bool read_only = false;          // ro (also passed on)
-  // buffered_vlog: vLog appends go through the page cache instead of
-  // O_DIRECT (vlog::Options::direct_writes). Direct writes spare the kernel
-  // a page allocation and a copy per appended byte; buffered ones keep
-  // recently written records cached for reads that miss the data cache.
-  bool direct_writes = true;
+  // buffered_vlog: vLog appends and record reads go through the page cache
+  // instead of O_DIRECT (vlog::Options::direct_writes, direct_reads).
+  // Direct I/O spares the kernel a page allocation and a copy per byte;
+  // buffered I/O keeps records cached for reads that miss the data cache.
+  bool direct_io = true;
   unsigned max_write = 1u << 20;   // max_write=BYTES
   // max_dirty_ratio=PCT: the share of the kernel's dirty-page limit this
   // mount's page cache may hold (the kernel gives a FUSE mount 1%); 0 keeps

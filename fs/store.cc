@@ -155,7 +155,8 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   vo.segment_size = s->super_.segment_size;
   vo.append_buffer_size = options.append_buffer_size;
   vo.read_only = options.read_only;
-  vo.direct_writes = options.direct_writes;
+  vo.direct_writes = options.direct_io;
+  vo.direct_reads = options.direct_io;
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
   *out = std::move(s);
   return Status::OK();

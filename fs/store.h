@@ -35,8 +35,9 @@ struct StoreOptions {
   // The vLog's Open changes nothing on disk (LevelDB's open still writes
   // its own log and manifest).
   bool read_only = false;
-  // vLog flushes bypass the page cache (vlog::Options::direct_writes).
-  bool direct_writes = true;
+  // vLog flushes and record reads bypass the page cache
+  // (vlog::Options::direct_writes, direct_reads).
+  bool direct_io = true;
 };
 
 // An open store: the lock, the metadata and the value log. The lock is

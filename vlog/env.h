@@ -40,6 +40,14 @@ class File {
   // overrides Write alone sees every write.
   static constexpr size_t kDirectAlign = 4096;
   virtual Status WriteDirect(uint64_t off, std::string_view data) { return Write(off, data); }
+  // As Read, but bypassing the page cache (O_DIRECT) where the file system
+  // allows it: the device fills buf, and the kernel neither allocates pages
+  // for nor copies bytes the caller keeps in its own cache. off, n and buf
+  // must be multiples of kDirectAlign. The default is Read, so a wrapper
+  // that overrides Read alone sees every read.
+  virtual Status ReadDirect(uint64_t off, size_t n, char* buf, size_t* got) {
+    return Read(off, n, buf, got);
+  }
   // fdatasync.
   virtual Status Sync() = 0;
   virtual Status Size(uint64_t* size) = 0;
@@ -90,8 +98,8 @@ class Env {
 };
 
 // Forwards every call to a target File it owns; override just what a test
-// needs (the File twin of EnvWrapper). ReadV and WriteDirect are
-// deliberately not forwarded: their defaults go through Read and Write, so a
+// needs (the File twin of EnvWrapper). ReadV, ReadDirect and WriteDirect
+// are deliberately not forwarded: their defaults go through Read and Write, so a
 // wrapper that overrides those sees every read and write.
 class FileWrapper : public File {
  public:

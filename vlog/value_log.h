@@ -66,6 +66,13 @@ struct Options {
   // smaller flushes go through the page cache. The file holds the same
   // bytes either way.
   bool direct_writes = true;
+  // Runs of records are read with File::ReadDirect, bypassing the page
+  // cache: the callers cache records themselves (the prefetcher's block
+  // cache, the kernel's cache of the FUSE file), so a second copy in the
+  // page cache of the segment files cost a page allocation, readahead and a
+  // copy per byte for nothing (bench/RESULTS.md). Scans (GC, recovery,
+  // fsck) stay buffered.
+  bool direct_reads = true;
 };
 
 struct SegmentInfo {

@@ -48,9 +48,9 @@ TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
 
 TEST(MountOptions, BufferedVlogTurnsDirectWritesOff) {
   MountOptions o;
-  EXPECT_TRUE(o.direct_writes);
+  EXPECT_TRUE(o.direct_io);
   ASSERT_TRUE(ParseMountOptions("buffered_vlog", &o).ok());
-  EXPECT_FALSE(o.direct_writes);
+  EXPECT_FALSE(o.direct_io);
 }
 
 }  // namespace

@@ -182,6 +182,39 @@ TEST_F(EnvPosixTest, WriteDirectBypassesThePageCache) {
   EXPECT_TRUE(back == data.substr(0, kBlock) + std::string(2 * kBlock, 'z') + data.substr(3 * kBlock));
 }
 
+TEST_F(EnvPosixTest, ReadDirectBypassesThePageCacheAndStopsAtEndOfFile) {
+  constexpr size_t kBlock = File::kDirectAlign;
+  std::unique_ptr<File> f;
+  ASSERT_TRUE(env_->OpenFile(Path("r"), OpenMode::kCreate, &f).ok());
+  const std::string data = testing::Payload(9, 40 * kBlock + 123);  // unaligned end
+  ASSERT_TRUE(f->Write(0, data).ok());
+  ASSERT_TRUE(f->Sync().ok());
+  f->Advise(0, 0, POSIX_FADV_DONTNEED);
+  ASSERT_EQ(testing::ResidentPages(Path("r"), 0, data.size()), 0u);
+  // Not yet written back: a direct read still sees it.
+  ASSERT_TRUE(f->Write(5 * kBlock, std::string(10, 'Q')).ok());
+  std::string want = data;
+  want.replace(5 * kBlock, 10, std::string(10, 'Q'));
+
+  void* mem = nullptr;
+  const size_t n = 48 * kBlock;  // past the end of the file
+  ASSERT_EQ(::posix_memalign(&mem, kBlock, n), 0);
+  std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(mem), &std::free);
+  size_t got = 0;
+  ASSERT_TRUE(f->ReadDirect(0, n, buf.get(), &got).ok());
+  ASSERT_EQ(got, data.size());
+  EXPECT_TRUE(std::string(buf.get(), got) == want);
+  // Only the page the buffered write dirtied is cached.
+  EXPECT_LE(testing::ResidentPages(Path("r"), 0, data.size()), 1u);
+  // From an aligned offset in the middle.
+  ASSERT_TRUE(f->ReadDirect(8 * kBlock, 4 * kBlock, buf.get(), &got).ok());
+  ASSERT_EQ(got, 4 * kBlock);
+  EXPECT_TRUE(std::string(buf.get(), got) == want.substr(8 * kBlock, 4 * kBlock));
+  // At the end of the file: nothing.
+  ASSERT_TRUE(f->ReadDirect(41 * kBlock, kBlock, buf.get(), &got).ok());
+  EXPECT_EQ(got, 0u);
+}
+
 TEST_F(EnvPosixTest, PunchHoleReadsZeros) {
   std::unique_ptr<File> f;
   ASSERT_TRUE(env_->OpenFile(Path("f"), OpenMode::kCreate, &f).ok());

@@ -524,6 +524,71 @@ TEST_F(ValueLogTest, LargeFlushesWriteTheirWholeBlocksDirect) {
   }
 }
 
+// ReadMany reads a run of records around the page cache: nothing of the
+// segment is cached after it (with direct reads off, the run's pages are),
+// the bytes are the records', and a flipped byte is still caught.
+TEST_F(ValueLogTest, RunsAreReadDirect) {
+  for (bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct" : "buffered");
+    options_.direct_reads = direct;
+    OpenLog(64 << 20, 4 << 20);
+    std::vector<Written> all;
+    for (size_t i = 0; i < 24; ++i) all.push_back(Put(Stream::kHot, 5, i, 30000 + 11 * i));
+    ASSERT_TRUE(vlog_->Sync().ok());
+    const std::string path = dir_ + "/" + SegmentFileName(all[0].ptr.segment);
+    {  // drop whatever the writes left cached
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      ASSERT_GE(fd, 0);
+      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+      ::close(fd);
+    }
+    const uint64_t from = all.front().ptr.offset;
+    const uint64_t to = all.back().ptr.offset + all.back().ptr.record_size();
+    ASSERT_EQ(testing::ResidentPages(path, from, to), 0u);
+    std::vector<std::string> bufs(all.size());
+    std::vector<ReadRequest> reqs(all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      bufs[i].assign(all[i].data.size(), '\0');
+      reqs[i].ptr = all[i].ptr;
+      reqs[i].inode = all[i].inode;
+      reqs[i].block = all[i].block;
+      reqs[i].buf = bufs[i].data();
+    }
+    const uint64_t preads = vlog_->stats().preads;
+    ASSERT_TRUE(vlog_->ReadMany(reqs).ok());
+    EXPECT_EQ(vlog_->stats().preads, preads + 1);
+    for (size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(bufs[i] == all[i].data) << i;
+    const size_t resident = testing::ResidentPages(path, from, to);
+    if (direct) {
+      EXPECT_EQ(resident, 0u);
+    } else {
+      EXPECT_GT(resident, 0u);
+    }
+    // One flipped data byte in the middle record: that record only is EIO.
+    {
+      const Written& w = all[12];
+      const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+      ASSERT_GE(fd, 0);
+      const off_t at = static_cast<off_t>(w.ptr.offset + kRecordHeaderSize + 100);
+      char c;
+      ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+      c ^= 0x20;
+      ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+      ::close(fd);
+    }
+    Status st = vlog_->ReadMany(reqs);
+    EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(reqs[i].status.ok(), i != 12) << i;
+      if (i != 12) {
+        EXPECT_TRUE(bufs[i] == all[i].data) << i;
+      }
+    }
+    vlog_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+}
+
 // A flipped bit in the length of a record in the middle of the newest
 // segment makes it run past the end of the file, as a torn append would.
 // The whole records behind it show it is damage: Open must not cut them
