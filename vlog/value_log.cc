@@ -586,7 +586,9 @@ Status ValueLog::Impl::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block
 void ValueLog::Impl::ReadRun(Segment& seg, std::span<ReadRequest*> run) {
   const uint64_t start = run.front()->ptr.offset;
   const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
-  if (opt_.direct_reads) return ReadRunDirect(seg, run, start, end);
+  if (opt_.direct_reads && end - start >= kMinDirectRead) {
+    return ReadRunDirect(seg, run, start, end);
+  }
   // One scatter read: each header into hdrs, each record's data straight
   // into its request's buffer (no bounce buffer, no copy).
   auto hdrs = std::make_unique_for_overwrite<char[]>(run.size() * kRecordHeaderSize);
