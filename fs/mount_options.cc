@@ -1,11 +1,13 @@
 #include "fs/mount_options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace sepfs::fs {
 
@@ -37,6 +39,11 @@ bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) 
 }
 
 }  // namespace
+
+unsigned DefaultFuseThreads() {
+  const unsigned cpus = std::thread::hardware_concurrency();  // 0 when unknown
+  return std::clamp(2 * cpus, 4u, 32u);
+}
 
 Status ParseMountOptions(const std::string& text, MountOptions* o) {
   // Options of mount(8)/fstab that mean nothing to a FUSE daemon.

@@ -16,6 +16,13 @@ namespace sepfs::fs {
 constexpr double kMaxSeconds = 1e6;
 constexpr double kMinFlushInterval = 0.001;
 
+// FUSE worker threads when threads= is not given: twice the CPUs, at
+// least 4 and at most 32. Enough for requests that wait (fsync, reads from the disk) to
+// leave threads for the rest (varmail needs 4 on 2 CPUs), and no more: on
+// 2 CPUs, 8 threads ran fileserver and dbench 10% slower than 4, the extra
+// threads only preempting the application (bench/RESULTS.md).
+unsigned DefaultFuseThreads();
+
 struct MountOptions {
   bool writeback_cache = true;     // nowriteback
   // flush_on_close: close(2) waits for the vLog write and reports its errors.
@@ -55,7 +62,7 @@ struct MountOptions {
   double entry_timeout = 60.0;     // entry_timeout=SEC (0..kMaxSeconds)
   double flush_interval = 5.0;     // flush_interval=SEC (kMinFlushInterval..kMaxSeconds)
   unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
-  unsigned threads = 8;            // threads=N: FUSE worker threads
+  unsigned threads = DefaultFuseThreads();  // threads=N: FUSE worker threads
   bool prefetch_seq = true;        // noprefetch_seq: no sequential-read prefetch
   bool prefetch_dir = true;        // noprefetch_dir: no readdir-triggered prefetch
   unsigned prefetch_threads = 8;   // prefetch_threads=N

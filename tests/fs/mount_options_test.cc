@@ -3,11 +3,24 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
+#include <thread>
 
 namespace sepfs::fs {
 namespace {
+
+TEST(MountOptions, WorkerThreadsDefaultToTwiceTheCpusWithinBounds) {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  const unsigned want = cpus == 0 ? 4 : std::min(32u, std::max(4u, 2 * cpus));
+  EXPECT_EQ(DefaultFuseThreads(), want);
+  MountOptions o;
+  EXPECT_EQ(o.threads, want);
+  ASSERT_TRUE(ParseMountOptions("threads=9", &o).ok());
+  EXPECT_EQ(o.threads, 9u);
+  EXPECT_FALSE(ParseMountOptions("threads=0", &o).ok());
+}
 
 TEST(MountOptions, SecondsWithinBoundsAreTaken) {
   MountOptions o;
