@@ -1,5 +1,7 @@
 #include "fs/mount_options.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -41,7 +43,11 @@ bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) 
 }  // namespace
 
 unsigned DefaultFuseThreads() {
-  const unsigned cpus = std::thread::hardware_concurrency();  // 0 when unknown
+  // The CPUs this process may run on (a cpuset or taskset limits them).
+  cpu_set_t set;
+  const unsigned cpus = ::sched_getaffinity(0, sizeof(set), &set) == 0
+                            ? static_cast<unsigned>(CPU_COUNT(&set))
+                            : std::thread::hardware_concurrency();  // 0 when unknown
   return std::clamp(2 * cpus, 4u, 32u);
 }
 

@@ -49,4 +49,37 @@ void AlignedBuffer::shrink(size_t max_keep, size_t keep) {
   if (cap < cap_) Reallocate(cap);
 }
 
+AlignedBufferPool::Lease AlignedBufferPool::Take() {
+  std::unique_ptr<AlignedBuffer> buf;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (out_ >= max_out_) return Lease();
+    if (!free_.empty()) {
+      buf = std::move(free_.back());
+      free_.pop_back();
+    }
+    out_++;
+  }
+  if (buf == nullptr) buf.reset(new (std::nothrow) AlignedBuffer());
+  if (buf == nullptr) {
+    std::lock_guard<std::mutex> l(mu_);
+    out_--;
+    return Lease();
+  }
+  buf->resize(0);
+  return Lease(this, std::move(buf));
+}
+
+void AlignedBufferPool::Give(std::unique_ptr<AlignedBuffer> buf) {
+  std::lock_guard<std::mutex> l(mu_);
+  out_--;
+  // A buffer grown past keep_ is freed (no reallocation: nothing can throw).
+  if (buf != nullptr && buf->capacity() <= keep_) free_.push_back(std::move(buf));
+}
+
+size_t AlignedBufferPool::lent() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return out_;
+}
+
 }  // namespace sepfs::vlog

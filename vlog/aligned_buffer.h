@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 namespace sepfs::vlog {
 
@@ -16,6 +18,7 @@ class AlignedBuffer {
   char* data() { return mem_.get(); }
   const char* data() const { return mem_.get(); }
   size_t size() const { return size_; }
+  size_t capacity() const { return cap_; }
 
   // Sets the size to n, keeping the first min(size(), n) bytes; bytes past
   // the old size are unspecified. Grows the storage (to whole blocks) as
@@ -38,6 +41,50 @@ class AlignedBuffer {
   std::unique_ptr<char, Free> mem_;
   size_t size_ = 0;
   size_t cap_ = 0;
+};
+
+// At most max_out AlignedBuffers lent out at once, so their memory stays
+// bounded however many threads want one; returned buffers of at most
+// keep_bytes of capacity are lent again. Thread-safe.
+class AlignedBufferPool {
+ public:
+  AlignedBufferPool(size_t max_out, size_t keep_bytes) : max_out_(max_out), keep_(keep_bytes) {
+    free_.reserve(max_out);  // Give never reallocates
+  }
+
+  // A lent buffer (empty, capacity unspecified), returned by the destructor.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& o) noexcept : pool_(o.pool_), buf_(std::move(o.buf_)) { o.pool_ = nullptr; }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (pool_ != nullptr) pool_->Give(std::move(buf_));
+    }
+    explicit operator bool() const { return buf_ != nullptr; }
+    AlignedBuffer* operator->() const { return buf_.get(); }
+
+   private:
+    friend class AlignedBufferPool;
+    Lease(AlignedBufferPool* pool, std::unique_ptr<AlignedBuffer> buf)
+        : pool_(pool), buf_(std::move(buf)) {}
+    AlignedBufferPool* pool_ = nullptr;
+    std::unique_ptr<AlignedBuffer> buf_;
+  };
+
+  // A buffer, or an empty lease when max_out are lent out already (or no
+  // memory is left for the buffer object).
+  Lease Take();
+  size_t lent() const;
+
+ private:
+  void Give(std::unique_ptr<AlignedBuffer> buf);
+
+  const size_t max_out_;
+  const size_t keep_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<AlignedBuffer>> free_;
+  size_t out_ = 0;
 };
 
 }  // namespace sepfs::vlog

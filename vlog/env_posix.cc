@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "vlog/env.h"
@@ -61,10 +60,7 @@ int OpenRetry(const char* path, int flags, mode_t mode) {
 class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~PosixFile() override {
-    ::close(fd_);
-    if (direct_read_fd_ >= 0) ::close(direct_read_fd_);
-  }
+  ~PosixFile() override { ::close(fd_); }
 
   Status Read(uint64_t off, size_t n, char* buf, size_t* got) override {
     size_t done = 0;
@@ -115,10 +111,17 @@ class PosixFile final : public File {
   }
 
   Status ReadDirect(uint64_t off, size_t n, char* buf, size_t* got) override {
-    const int dfd = DirectReadFd();
+    // A descriptor per call, as for WriteDirect: an open costs little next
+    // to a read this large, and no second descriptor stays open per segment.
+    Fd dfd(direct_refused_.load(std::memory_order_relaxed)
+               ? -1
+               : OpenRetry(path_.c_str(), O_RDONLY | O_DIRECT, 0));
+    if (dfd.get() < 0 && errno == EINVAL) {  // no O_DIRECT here (tmpfs): buffered from now
+      direct_refused_.store(true, std::memory_order_relaxed);
+    }
     size_t done = 0;
-    while (dfd >= 0 && done < n) {
-      ssize_t r = ::pread(dfd, buf + done, n - done, static_cast<off_t>(off + done));
+    while (dfd.get() >= 0 && done < n) {
+      ssize_t r = ::pread(dfd.get(), buf + done, n - done, static_cast<off_t>(off + done));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && errno == EINVAL) {  // alignment the file system rejects: buffered from now
         direct_refused_.store(true, std::memory_order_relaxed);
@@ -128,14 +131,12 @@ class PosixFile final : public File {
         *got = done;
         return PosixError(errno, path_, "direct pread at offset " + std::to_string(off + done));
       }
+      if (r == 0) break;  // end of file (the buffered read below confirms it)
       done += static_cast<size_t>(r);
-      if (r == 0 || r % kDirectAlign != 0) {  // end of file
-        *got = done;
-        return Status::OK();
-      }
+      if (r % kDirectAlign != 0) break;  // short: the rest buffered
     }
     size_t rest = 0;
-    Status st = Read(off + done, n - done, buf + done, &rest);
+    Status st = done < n ? Read(off + done, n - done, buf + done, &rest) : Status::OK();
     *got = done + rest;
     return st;
   }
@@ -222,28 +223,10 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
-  // The descriptor ReadDirect reads through, opened at its first call and
-  // kept until the file is closed; -1 once the file system refused O_DIRECT,
-  // or while it cannot be opened (e.g. EMFILE: the next read tries again).
-  int DirectReadFd() {
-    if (direct_refused_.load(std::memory_order_relaxed)) return -1;
-    const int fd = direct_read_fd_.load(std::memory_order_acquire);
-    if (fd >= 0) return fd;
-    std::lock_guard<std::mutex> l(direct_read_mu_);
-    if (direct_read_fd_.load(std::memory_order_relaxed) < 0) {
-      const int opened = OpenRetry(path_.c_str(), O_RDONLY | O_DIRECT, 0);
-      if (opened < 0 && errno == EINVAL) direct_refused_.store(true, std::memory_order_relaxed);
-      direct_read_fd_.store(opened, std::memory_order_release);
-    }
-    return direct_read_fd_.load(std::memory_order_relaxed);
-  }
-
   const std::string path_;
   const int fd_;
   // The file system refused O_DIRECT: WriteDirect is Write, ReadDirect Read.
   std::atomic<bool> direct_refused_{false};
-  std::mutex direct_read_mu_;
-  std::atomic<int> direct_read_fd_{-1};  // closed by the destructor
 };
 
 class PosixFileLock final : public FileLock {

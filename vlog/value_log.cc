@@ -28,6 +28,11 @@ using internal::SegmentReader;
 namespace {
 
 constexpr uint64_t kMaxMergedRead = 8u << 20;
+// Direct reads: a run is read in pieces of at most this many bytes (a larger
+// record alone), each through one of at most kDirectBuffers pool buffers; a
+// reader that finds none free reads through the page cache.
+constexpr uint64_t kDirectChunk = 1u << 20;
+constexpr size_t kDirectBuffers = 8;
 
 void Log(const std::string& msg) { std::fprintf(stderr, "sepfs vlog: %s\n", msg.c_str()); }
 
@@ -154,8 +159,12 @@ class ValueLog::Impl {
                  bool quiet = false);
   // Reads run, records back to back in seg's file, with one scatter read,
   // and sets each request's status.
+  // Reads a run of adjacent records wholly in the file: ReadRunDirect for
+  // runs of kMinDirectRead bytes or more when opt_.direct_reads, in pieces
+  // of at most kDirectChunk, else ReadRunBuffered.
   void ReadRun(Segment& seg, std::span<ReadRequest*> run);
-  void ReadRunDirect(Segment& seg, std::span<ReadRequest*> run, uint64_t start, uint64_t end);
+  void ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run);
+  void ReadRunDirect(Segment& seg, std::span<ReadRequest*> run);
   // Logs and counts a failed verification; returns st.
   Status Report(Status st);
 
@@ -172,6 +181,11 @@ class ValueLog::Impl {
   std::atomic<bool> dir_dirty_{false};
   std::mutex sync_mu_;
   mutable StreamState streams_[kNumStreams];  // mutable: Heads() locks them
+
+  // Buffers for direct reads: kDirectBuffers at most, whatever the number
+  // of reading threads; one that grew past 2 x kDirectChunk (a huge
+  // record) is freed when returned. Their memory: about 8 x 1 MiB.
+  AlignedBufferPool direct_buffers_{kDirectBuffers, 2 * kDirectChunk};
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
       bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
@@ -586,11 +600,32 @@ Status ValueLog::Impl::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block
 void ValueLog::Impl::ReadRun(Segment& seg, std::span<ReadRequest*> run) {
   const uint64_t start = run.front()->ptr.offset;
   const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
-  if (opt_.direct_reads && end - start >= kMinDirectRead) {
-    return ReadRunDirect(seg, run, start, end);
+  if (!opt_.direct_reads || end - start < kMinDirectRead) return ReadRunBuffered(seg, run);
+  // Pieces of about equal size, each about kDirectChunk bytes at most, so a
+  // pool buffer holds them (a 1 MiB read of 17 blocks is two pieces of 8 and
+  // 9 blocks, not 16 blocks and a short piece that would go buffered).
+  const uint64_t total = end - start;
+  const uint64_t pieces = (total + kDirectChunk - 1) / kDirectChunk;
+  // Record k starts the next piece when its middle lies past that piece's
+  // share of the run.
+  size_t first = 0;
+  uint64_t piece = 1;
+  for (size_t k = 1; k < run.size(); ++k) {
+    const uint64_t middle = run[k]->ptr.offset - start + run[k]->ptr.record_size() / 2;
+    if (middle > piece * total / pieces) {
+      ReadRunDirect(seg, run.subspan(first, k - first));
+      first = k;
+      piece++;
+    }
   }
+  ReadRunDirect(seg, run.subspan(first));
+}
+
+void ValueLog::Impl::ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run) {
   // One scatter read: each header into hdrs, each record's data straight
   // into its request's buffer (no bounce buffer, no copy).
+  const uint64_t start = run.front()->ptr.offset;
+  const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
   auto hdrs = std::make_unique_for_overwrite<char[]>(run.size() * kRecordHeaderSize);
   std::vector<iovec> iov;
   iov.reserve(2 * run.size());
@@ -616,28 +651,36 @@ void ValueLog::Impl::ReadRun(Segment& seg, std::span<ReadRequest*> run) {
   }
 }
 
-void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run, uint64_t start,
-                                   uint64_t end) {
-  // The run's aligned cover lands in a per-thread buffer; each record's
-  // data is copied out of it into its request's buffer and checked there.
+void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
+  // The run's aligned cover lands in a pool buffer; each record's data is
+  // copied out of it into its request's buffer and checked there.
   constexpr uint64_t kAlign = File::kDirectAlign;
-  // What a thread keeps between runs: a prefetch group or a 1 MiB FUSE
-  // read, with its alignment margins. A larger run's buffer is freed.
-  constexpr size_t kKeep = (1u << 20) + 3 * kAlign;
-  thread_local AlignedBuffer cover;
+  const uint64_t start = run.front()->ptr.offset;
+  const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
   const uint64_t lo = start & ~(kAlign - 1);
   const uint64_t hi = (end + kAlign - 1) & ~(kAlign - 1);
+  // The block the flushed bytes end in may be a buffered tail of the open
+  // segment, dirty in the page cache: a direct read would first wait for
+  // its write-back. It is read buffered.
+  const uint64_t direct_hi =
+      std::min(hi, seg.flushed.load(std::memory_order_acquire) & ~(kAlign - 1));
+  if (end - start < kMinDirectRead || direct_hi <= lo) return ReadRunBuffered(seg, run);
+  AlignedBufferPool::Lease cover = direct_buffers_.Take();
+  if (!cover) return ReadRunBuffered(seg, run);  // every buffer is in use
   Status st;
   size_t got = 0;
   try {
-    cover.resize(hi - lo);
+    cover->resize(hi - lo);
   } catch (const std::bad_alloc&) {
-    st = Status::FromErrno(ENOMEM, "a " + std::to_string(hi - lo) + "-byte read");
+    return ReadRunBuffered(seg, run);
   }
-  if (st.ok()) {
-    preads_.fetch_add(1, std::memory_order_relaxed);
-    bytes_read_.fetch_add(end - start, std::memory_order_relaxed);
-    st = seg.file->ReadDirect(lo, hi - lo, cover.data(), &got);
+  preads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(end - start, std::memory_order_relaxed);
+  st = seg.file->ReadDirect(lo, direct_hi - lo, cover->data(), &got);
+  if (st.ok() && got == direct_hi - lo && end > direct_hi) {
+    size_t tail = 0;
+    st = seg.file->Read(direct_hi, end - direct_hi, cover->data() + (direct_hi - lo), &tail);
+    got += tail;
   }
   if (st.ok() && got < end - lo) {
     st = Status::Corruption(SegName(seg.id) + " offset " + std::to_string(start) + ": file ends " +
@@ -645,8 +688,8 @@ void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run, ui
   }
   for (ReadRequest* r : run) {
     if (st.ok()) {
-      const char* header = cover.data() + (r->ptr.offset - lo);
-      std::memcpy(r->buf, header + kRecordHeaderSize, r->ptr.length);
+      const char* header = cover->data() + (r->ptr.offset - lo);
+      if (r->ptr.length > 0) std::memcpy(r->buf, header + kRecordHeaderSize, r->ptr.length);
       r->status = CheckRecord(r->ptr, r->inode, r->block, header, r->buf);
     } else {
       r->status = st;
@@ -654,8 +697,6 @@ void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run, ui
     if (r->status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
     if (!r->quiet) r->status = Report(std::move(r->status));
   }
-  cover.resize(0);
-  cover.shrink(kKeep, 0);
 }
 
 Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {

@@ -1,19 +1,22 @@
 // -o option parsing: numbers in seconds must be finite and within bounds.
 #include "fs/mount_options.h"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <string>
-#include <thread>
 
 namespace sepfs::fs {
 namespace {
 
 TEST(MountOptions, WorkerThreadsDefaultToTwiceTheCpusWithinBounds) {
-  const unsigned cpus = std::thread::hardware_concurrency();
-  const unsigned want = cpus == 0 ? 4 : std::min(32u, std::max(4u, 2 * cpus));
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  const unsigned cpus = static_cast<unsigned>(CPU_COUNT(&set));
+  const unsigned want = std::min(32u, std::max(4u, 2 * cpus));
   EXPECT_EQ(DefaultFuseThreads(), want);
   MountOptions o;
   EXPECT_EQ(o.threads, want);

@@ -116,6 +116,17 @@ TEST(BlockCacheTest, MarkUsedTakesAnEntryOutOfWasteAndToTheFront) {
   c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), /*prefetched=*/true);
   c.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), /*prefetched=*/true);
   c.MarkUsed(Ptr(1, 64, 1024, 9), 1, 0);  // another record at that place: no effect
+  c.MarkUsed(Ptr(1, 64, 1024, 1), 2, 0);  // another owner: no effect
+  {
+    BlockCache d(2 * kCharge1k, 1);  // the same calls on a copy: order unchanged
+    d.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), true);
+    d.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), true);
+    d.MarkUsed(Ptr(1, 64, 1024, 9), 1, 0);
+    d.MarkUsed(Ptr(1, 64, 1024, 1), 2, 0);
+    d.Insert(Ptr(1, 4000, 1024, 3), 1, 2, Data(1024, 'c'), false);
+    EXPECT_FALSE(d.Contains(Ptr(1, 64, 1024, 1), 1, 0));  // the oldest went
+    EXPECT_EQ(d.stats().evicted_unused_bytes, 1024u);     // unused
+  }
   c.MarkUsed(Ptr(1, 64, 1024, 1), 1, 0);
   // The older entry is now the most recently used: the other one goes first.
   c.Insert(Ptr(1, 4000, 1024, 3), 1, 2, Data(1024, 'c'), false);
