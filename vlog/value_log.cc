@@ -89,6 +89,7 @@ class ValueLog::Impl {
   Status Read(const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf);
   Status ReadMany(std::span<ReadRequest> reqs);
   Status Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block);
+  void Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   Status Flush(StreamMask streams);
   Status Sync(StreamMask streams, std::vector<StreamHead>* heads = nullptr);
   Status SyncAll();
@@ -133,6 +134,10 @@ class ValueLog::Impl {
     AlignedBuffer buf;
     size_t lead = 0;
     size_t pending() const { return buf.size() - lead; }
+    // Bytes of pending records discarded (Discard) while still in buf: they
+    // become garbage when buf is written, and go with it when a failed write
+    // drops buf (whose bytes all stop counting then), never both.
+    uint64_t discarded = 0;
     // After a write up to `end`: keeps the bytes of end's block.
     void KeepLastBlock(uint64_t end) {
       const size_t keep = end % File::kDirectAlign;
@@ -396,7 +401,10 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     seg.flushed.store(end, std::memory_order_release);
     seg.needs_sync = true;
     s.KeepLastBlock(end);
+    SubtractLive(seg, s.discarded);
+    s.discarded = 0;
   } else {
+    s.discarded = 0;  // counted in pending below
     // Drop the unwritten records: nothing durable points at them yet (callers
     // flush before writing metadata), and the segment must stay appendable.
     Status tr = seg.file->Truncate(off);
@@ -595,6 +603,31 @@ Status ValueLog::Impl::Probe(const BlockPtr& ptr, uint64_t inode, uint64_t block
   auto raw = std::make_unique_for_overwrite<char[]>(ptr.record_size());
   SEPFS_RETURN_IF_ERROR(Fetch(*seg, ptr, raw.get()));
   return CheckRecord(ptr, inode, block, raw.get(), raw.get() + kRecordHeaderSize);
+}
+
+void ValueLog::Impl::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
+  std::shared_ptr<Segment> seg;
+  if (!Locate(ptr, &seg).ok()) return;  // e.g. dropped with its segment's tail
+  const uint64_t end = uint64_t{ptr.offset} + ptr.record_size();
+  {
+    // A failed write drops the stream's buffer under its lock: whether the
+    // record is still buffered, and what becomes of its bytes, is decided
+    // under the same lock.
+    StreamState& s = streams_[static_cast<int>(seg->stream)];
+    std::lock_guard lk(s.mu);
+    const uint64_t flushed = seg->flushed.load(std::memory_order_acquire);
+    if (end > flushed) {
+      if (s.seg == seg && ptr.offset >= flushed && end <= flushed + s.pending()) {
+        const char* raw = s.buf.data() + s.lead + (ptr.offset - flushed);
+        if (CheckRecord(ptr, inode, block, raw, raw + kRecordHeaderSize).ok()) {
+          s.discarded += ptr.record_size();
+        }
+      }
+      return;  // not in the buffer: a drop took it back already
+    }
+  }
+  // In the file: no drop can take it back any more.
+  if (Probe(ptr, inode, block).ok()) SubtractLive(*seg, ptr.record_size());
 }
 
 void ValueLog::Impl::ReadRun(Segment& seg, std::span<ReadRequest*> run) {
@@ -1020,7 +1053,7 @@ Status ValueLog::SyncHeads(std::vector<StreamHead>* heads) {
 Status ValueLog::SyncAll() { return impl_->SyncAll(); }
 void ValueLog::Release(const BlockPtr& ptr) { impl_->Release(ptr); }
 void ValueLog::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
-  if (impl_->Probe(ptr, inode, block).ok()) impl_->Release(ptr);
+  impl_->Discard(ptr, inode, block);
 }
 void ValueLog::AddLive(const BlockPtr& ptr) { impl_->AddLive(ptr); }
 void ValueLog::ResetLive() { impl_->ResetLive(); }

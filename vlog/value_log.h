@@ -212,7 +212,9 @@ class ValueLog {
   void Release(const BlockPtr& ptr);
   // A record this caller appended but will never reference (its write or
   // its metadata failed): released, unless a failed buffer write already
-  // dropped it, which took it back (so it is never released twice).
+  // dropped it, which took it back (so it is never released twice). A
+  // record still in the append buffer is released when the buffer is
+  // written, or goes with it if that write fails. Once per record.
   void Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   // Counts the record at ptr as live (rebuilding counts at mount).
   void AddLive(const BlockPtr& ptr);

@@ -341,6 +341,51 @@ TEST_F(ValueLogFaultTest, EnospcOnFlushKeepsTheLogUsable) {
   }
 }
 
+// A record discarded while still in the append buffer stops counting once:
+// when the buffer is written (it is garbage in the file), or with the whole
+// buffer when a failed write drops it. Releasing it at once, as Discard
+// did, and again with the dropped buffer counted it twice (live bytes too
+// low: GC deletes a segment whose count reaches zero).
+TEST_F(ValueLogFaultTest, DiscardedBufferedRecordStopsCountingOnce) {
+  for (bool fail : {false, true}) {
+    SCOPED_TRACE(fail ? "failed write" : "write");
+    OpenLog();
+    Written kept = Put(Stream::kHot, 1, 0, 2000);
+    ASSERT_TRUE(vlog_->Flush().ok());
+    const uint32_t seg = kept.ptr.segment;
+    auto live = [&] {
+      for (const SegmentInfo& i : vlog_->Segments()) {
+        if (i.id == seg) return i.live_bytes;
+      }
+      ADD_FAILURE() << "no segment " << seg;
+      return uint64_t{0};
+    };
+    Written gone = Put(Stream::kHot, 1, 1, 3000);
+    Written other = Put(Stream::kHot, 1, 2, 3000);
+    const uint64_t k = kept.ptr.record_size(), g = gone.ptr.record_size(),
+                   o = other.ptr.record_size();
+    ASSERT_EQ(live(), k + g + o);
+    vlog_->Discard(gone.ptr, gone.inode, gone.block);
+    EXPECT_EQ(live(), k + g + o);  // still buffered: decided by the write
+    env_.fail_writes = fail;
+    Status st = vlog_->Flush();
+    env_.fail_writes = false;
+    EXPECT_EQ(st.ok(), !fail) << st.ToString();
+    EXPECT_EQ(live(), fail ? k : k + o);
+    // A record in the file stops counting at once.
+    vlog_->Discard(kept.ptr, kept.inode, kept.block);
+    EXPECT_EQ(live(), fail ? 0 : o);
+    if (fail) {  // a dropped record is gone: nothing to take back
+      Written more = Put(Stream::kHot, 1, 3, 500);
+      ASSERT_TRUE(vlog_->Flush().ok());
+      vlog_->Discard(other.ptr, other.inode, other.block);
+      EXPECT_EQ(live(), more.ptr.record_size());
+    }
+    vlog_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+}
+
 // A large flush writes in two parts (whole blocks, then the partial last
 // one); a failure of either drops the flush's records and truncates the
 // file back, and the log goes on from the partly written block it kept.
