@@ -35,6 +35,7 @@ class Fd {
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(o.release()) {}
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -111,14 +112,7 @@ class PosixFile final : public File {
   }
 
   Status ReadDirect(uint64_t off, size_t n, char* buf, size_t* got) override {
-    // A descriptor per call, as for WriteDirect: an open costs little next
-    // to a read this large, and no second descriptor stays open per segment.
-    Fd dfd(direct_refused_.load(std::memory_order_relaxed)
-               ? -1
-               : OpenRetry(path_.c_str(), O_RDONLY | O_DIRECT, 0));
-    if (dfd.get() < 0 && errno == EINVAL) {  // no O_DIRECT here (tmpfs): buffered from now
-      direct_refused_.store(true, std::memory_order_relaxed);
-    }
+    Fd dfd = OpenDirect(O_RDONLY);
     size_t done = 0;
     while (dfd.get() >= 0 && done < n) {
       ssize_t r = ::pread(dfd.get(), buf + done, n - done, static_cast<off_t>(off + done));
@@ -142,14 +136,7 @@ class PosixFile final : public File {
   }
 
   Status WriteDirect(uint64_t off, std::string_view data) override {
-    // A descriptor per call: a file is written direct only in large pieces,
-    // and none stays open after its writer is done with it.
-    Fd dfd(direct_refused_.load(std::memory_order_relaxed)
-               ? -1
-               : OpenRetry(path_.c_str(), O_WRONLY | O_DIRECT, 0));
-    if (dfd.get() < 0 && errno == EINVAL) {  // no O_DIRECT here (tmpfs): buffered from now
-      direct_refused_.store(true, std::memory_order_relaxed);
-    }
+    Fd dfd = OpenDirect(O_WRONLY);
     size_t done = 0;
     while (dfd.get() >= 0 && done < data.size()) {
       ssize_t r = ::pwrite(dfd.get(), data.data() + done, data.size() - done,
@@ -223,6 +210,18 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
+  // The file opened again with O_DIRECT for `access`, or -1 (the caller
+  // then goes buffered). A descriptor per call: files are read and written
+  // direct only in large pieces, where an open costs little, and none stays
+  // open beside fd_. A file system that refuses O_DIRECT (tmpfs) is not
+  // asked again.
+  Fd OpenDirect(int access) {
+    if (direct_refused_.load(std::memory_order_relaxed)) return Fd();
+    Fd fd(OpenRetry(path_.c_str(), access | O_DIRECT, 0));
+    if (fd.get() < 0 && errno == EINVAL) direct_refused_.store(true, std::memory_order_relaxed);
+    return fd;
+  }
+
   const std::string path_;
   const int fd_;
   // The file system refused O_DIRECT: WriteDirect is Write, ReadDirect Read.

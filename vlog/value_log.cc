@@ -38,6 +38,13 @@ void Log(const std::string& msg) { std::fprintf(stderr, "sepfs vlog: %s\n", msg.
 
 std::string SegName(uint32_t id) { return "vlog segment " + std::to_string(id); }
 
+// A read at off of a record (or a run of them) found the file `missing`
+// bytes short.
+Status FileEndsEarly(uint32_t seg, uint64_t off, uint64_t missing) {
+  return Status::Corruption(SegName(seg) + " offset " + std::to_string(off) + ": file ends " +
+                            std::to_string(missing) + " bytes before the record does");
+}
+
 // live -= n, clamped at zero (an underflow is a caller bug: log it).
 void SubtractLive(Segment& seg, uint64_t n) {
   uint64_t cur = seg.live.load(std::memory_order_relaxed);
@@ -158,18 +165,27 @@ class ValueLog::Impl {
   // Segment and bounds checks of a pointer that a read is about to follow.
   Status Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* seg) const;
   Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
+  // The bytes of the record at ptr if they are all in s's append buffer
+  // (s.mu held), else null.
+  static const char* Buffered(const StreamState& s, const Segment& seg, const BlockPtr& ptr);
   // The raw record bytes at ptr, from the file or the append buffer.
   Status Fetch(Segment& seg, const BlockPtr& ptr, char* raw);
   Status ReadOne(Segment& seg, const BlockPtr& ptr, uint64_t inode, uint64_t block, char* buf,
                  bool quiet = false);
-  // Reads run, records back to back in seg's file, with one scatter read,
-  // and sets each request's status.
-  // Reads a run of adjacent records wholly in the file: ReadRunDirect for
-  // runs of kMinDirectRead bytes or more when opt_.direct_reads, in pieces
-  // of at most kDirectChunk, else ReadRunBuffered.
+  // Reads a run of records back to back, wholly in seg's file, and sets
+  // each request's status: ReadRunDirect for runs of kMinDirectRead bytes
+  // or more when opt_.direct_reads, in pieces of about kDirectChunk at most;
+  // else ReadRunBuffered, one scatter read.
   void ReadRun(Segment& seg, std::span<ReadRequest*> run);
   void ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run);
   void ReadRunDirect(Segment& seg, std::span<ReadRequest*> run);
+  // Sets r.status: st if the read failed, else the check of the record
+  // (header, and the data already in r.buf); counts and reports it.
+  void Settle(ReadRequest& r, const Status& st, const char* header);
+  void CountRead(uint64_t bytes) {
+    preads_.fetch_add(1, std::memory_order_relaxed);
+    bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
+  }
   // Logs and counts a failed verification; returns st.
   Status Report(Status st);
 
@@ -548,15 +564,18 @@ Status ValueLog::Impl::Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* out
 
 Status ValueLog::Impl::ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst) {
   size_t got = 0;
-  preads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(n, std::memory_order_relaxed);
+  CountRead(n);
   SEPFS_RETURN_IF_ERROR(seg.file->Read(off, n, dst, &got));
-  if (got < n) {
-    return Status::Corruption(SegName(seg.id) + " offset " + std::to_string(off) +
-                              ": file ends " + std::to_string(n - got) +
-                              " bytes before the record does");
-  }
+  if (got < n) return FileEndsEarly(seg.id, off, n - got);
   return Status::OK();
+}
+
+const char* ValueLog::Impl::Buffered(const StreamState& s, const Segment& seg,
+                                     const BlockPtr& ptr) {
+  const uint64_t flushed = seg.flushed.load(std::memory_order_acquire);
+  const uint64_t end = uint64_t{ptr.offset} + ptr.record_size();
+  if (s.seg.get() != &seg || ptr.offset < flushed || end > flushed + s.pending()) return nullptr;
+  return s.buf.data() + s.lead + (ptr.offset - flushed);
 }
 
 Status ValueLog::Impl::Fetch(Segment& seg, const BlockPtr& ptr, char* raw) {
@@ -570,8 +589,8 @@ Status ValueLog::Impl::Fetch(Segment& seg, const BlockPtr& ptr, char* raw) {
     lk.unlock();
     return ReadFile(seg, ptr.offset, n, raw);
   }
-  if (s.seg.get() == &seg && ptr.offset >= flushed && end <= flushed + s.pending()) {
-    std::memcpy(raw, s.buf.data() + s.lead + (ptr.offset - flushed), n);
+  if (const char* buffered = Buffered(s, seg, ptr)) {
+    std::memcpy(raw, buffered, n);
     return Status::OK();
   }
   return Status::Corruption(SegName(seg.id) + " offset " + std::to_string(ptr.offset) +
@@ -615,13 +634,10 @@ void ValueLog::Impl::Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block
     // under the same lock.
     StreamState& s = streams_[static_cast<int>(seg->stream)];
     std::lock_guard lk(s.mu);
-    const uint64_t flushed = seg->flushed.load(std::memory_order_acquire);
-    if (end > flushed) {
-      if (s.seg == seg && ptr.offset >= flushed && end <= flushed + s.pending()) {
-        const char* raw = s.buf.data() + s.lead + (ptr.offset - flushed);
-        if (CheckRecord(ptr, inode, block, raw, raw + kRecordHeaderSize).ok()) {
-          s.discarded += ptr.record_size();
-        }
+    if (end > seg->flushed.load(std::memory_order_acquire)) {
+      const char* raw = Buffered(s, *seg, ptr);
+      if (raw != nullptr && CheckRecord(ptr, inode, block, raw, raw + kRecordHeaderSize).ok()) {
+        s.discarded += ptr.record_size();
       }
       return;  // not in the buffer: a drop took it back already
     }
@@ -667,21 +683,10 @@ void ValueLog::Impl::ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run) 
     if (run[k]->ptr.length > 0) iov.push_back({run[k]->buf, run[k]->ptr.length});
   }
   size_t got = 0;
-  preads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(end - start, std::memory_order_relaxed);
+  CountRead(end - start);
   Status st = seg.file->ReadV(start, iov, &got);
-  if (st.ok() && got < end - start) {
-    st = Status::Corruption(SegName(seg.id) + " offset " + std::to_string(start) + ": file ends " +
-                            std::to_string(end - start - got) + " bytes before the record does");
-  }
-  for (size_t k = 0; k < run.size(); ++k) {
-    ReadRequest& r = *run[k];
-    r.status = st.ok() ? CheckRecord(r.ptr, r.inode, r.block, hdrs.get() + k * kRecordHeaderSize,
-                                     r.buf)
-                       : st;
-    if (r.status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
-    if (!r.quiet) r.status = Report(std::move(r.status));
-  }
+  if (st.ok() && got < end - start) st = FileEndsEarly(seg.id, start, end - start - got);
+  for (size_t k = 0; k < run.size(); ++k) Settle(*run[k], st, hdrs.get() + k * kRecordHeaderSize);
 }
 
 void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
@@ -707,29 +712,27 @@ void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
   } catch (const std::bad_alloc&) {
     return ReadRunBuffered(seg, run);
   }
-  preads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(end - start, std::memory_order_relaxed);
+  CountRead(end - start);
   st = seg.file->ReadDirect(lo, direct_hi - lo, cover->data(), &got);
   if (st.ok() && got == direct_hi - lo && end > direct_hi) {
     size_t tail = 0;
     st = seg.file->Read(direct_hi, end - direct_hi, cover->data() + (direct_hi - lo), &tail);
     got += tail;
   }
-  if (st.ok() && got < end - lo) {
-    st = Status::Corruption(SegName(seg.id) + " offset " + std::to_string(start) + ": file ends " +
-                            std::to_string(end - lo - got) + " bytes before the record does");
-  }
+  if (st.ok() && got < end - lo) st = FileEndsEarly(seg.id, start, end - lo - got);
   for (ReadRequest* r : run) {
-    if (st.ok()) {
-      const char* header = cover->data() + (r->ptr.offset - lo);
-      if (r->ptr.length > 0) std::memcpy(r->buf, header + kRecordHeaderSize, r->ptr.length);
-      r->status = CheckRecord(r->ptr, r->inode, r->block, header, r->buf);
-    } else {
-      r->status = st;
+    const char* header = cover->data() + (r->ptr.offset - lo);
+    if (st.ok() && r->ptr.length > 0) {
+      std::memcpy(r->buf, header + kRecordHeaderSize, r->ptr.length);
     }
-    if (r->status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
-    if (!r->quiet) r->status = Report(std::move(r->status));
+    Settle(*r, st, header);
   }
+}
+
+void ValueLog::Impl::Settle(ReadRequest& r, const Status& st, const char* header) {
+  r.status = st.ok() ? CheckRecord(r.ptr, r.inode, r.block, header, r.buf) : st;
+  if (r.status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
+  if (!r.quiet) r.status = Report(std::move(r.status));
 }
 
 Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {

@@ -45,6 +45,29 @@ class ValueLogTest : public ::testing::Test {
     EXPECT_EQ(buf, w.data);
   }
 
+  // Drops the page-cache pages of the file at path.
+  static void DropCached(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+
+  // ReadMany requests for ws in order, each reading into its own (*bufs)[i].
+  static std::vector<ReadRequest> RequestsFor(const std::vector<Written>& ws,
+                                              std::vector<std::string>* bufs) {
+    bufs->assign(ws.size(), "");
+    std::vector<ReadRequest> reqs(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      (*bufs)[i].assign(ws[i].data.size(), '\0');
+      reqs[i].ptr = ws[i].ptr;
+      reqs[i].inode = ws[i].inode;
+      reqs[i].block = ws[i].block;
+      reqs[i].buf = (*bufs)[i].data();
+    }
+    return reqs;
+  }
+
   std::map<uint32_t, SegmentInfo> SegmentMap() {
     std::map<uint32_t, SegmentInfo> m;
     for (const SegmentInfo& s : vlog_->Segments()) m[s.id] = s;
@@ -538,25 +561,13 @@ TEST_F(ValueLogTest, RunsAreReadDirect) {
     for (size_t i = 0; i < 24; ++i) all.push_back(Put(Stream::kHot, 5, i, 30000 + 11 * i));
     ASSERT_TRUE(vlog_->Sync().ok());
     const std::string path = dir_ + "/" + SegmentFileName(all[0].ptr.segment);
-    {  // drop whatever the writes left cached
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      ASSERT_GE(fd, 0);
-      ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-      ::close(fd);
-    }
+    ASSERT_NO_FATAL_FAILURE(DropCached(path));  // whatever the writes left
     const uint64_t from = all.front().ptr.offset;
     const uint64_t to = all.back().ptr.offset + all.back().ptr.record_size();
     ASSERT_GE(to - from, kMinDirectRead);
     ASSERT_EQ(testing::ResidentPages(path, from, to), 0u);
-    std::vector<std::string> bufs(all.size());
-    std::vector<ReadRequest> reqs(all.size());
-    for (size_t i = 0; i < all.size(); ++i) {
-      bufs[i].assign(all[i].data.size(), '\0');
-      reqs[i].ptr = all[i].ptr;
-      reqs[i].inode = all[i].inode;
-      reqs[i].block = all[i].block;
-      reqs[i].buf = bufs[i].data();
-    }
+    std::vector<std::string> bufs;
+    std::vector<ReadRequest> reqs = RequestsFor(all, &bufs);
     const uint64_t preads = vlog_->stats().preads;
     ASSERT_TRUE(vlog_->ReadMany(reqs).ok());
     EXPECT_EQ(vlog_->stats().preads, preads + 1);
@@ -610,21 +621,9 @@ TEST_F(ValueLogTest, LongRunsAreReadInEvenPieces) {
   ASSERT_TRUE(vlog_->Sync().ok());
   all.pop_back();
   const std::string path = dir_ + "/" + SegmentFileName(all[0].ptr.segment);
-  {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-    ::close(fd);
-  }
-  std::vector<std::string> bufs(all.size());
-  std::vector<ReadRequest> reqs(all.size());
-  for (size_t i = 0; i < all.size(); ++i) {
-    bufs[i].assign(all[i].data.size(), '\0');
-    reqs[i].ptr = all[i].ptr;
-    reqs[i].inode = all[i].inode;
-    reqs[i].block = all[i].block;
-    reqs[i].buf = bufs[i].data();
-  }
+  ASSERT_NO_FATAL_FAILURE(DropCached(path));
+  std::vector<std::string> bufs;
+  std::vector<ReadRequest> reqs = RequestsFor(all, &bufs);
   const uint64_t preads = vlog_->stats().preads;
   ASSERT_TRUE(vlog_->ReadMany(reqs).ok());
   EXPECT_EQ(vlog_->stats().preads, preads + 3);  // 14 + 13 + 13 records
