@@ -1,6 +1,7 @@
 // Filesystem data path: files are arrays of fixed-size logical blocks. A
 // block's bytes live in one vLog record whose pointer is the LSM value of
-// BlockKey(ino, block); a missing pointer is a hole (zeros). Writes go to a
+// BlockKey(ino, block), or, when they are no more than the store's inline
+// limit, in that value itself; a missing value is a hole (zeros). Writes go to a
 // per-inode dirty-block cache (partial writes merge with the old block);
 // FlushLocked appends dirty blocks to the hot stream, makes them reach the
 // segment files, then installs their pointers and the inode record in one
@@ -92,8 +93,13 @@ Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
   Status st = meta_->Get(kv::BlockKey(in->ino, block), &raw);
   if (st.IsNotFound()) return Status::OK();
   SEPFS_RETURN_IF_ERROR(st);
-  vlog::BlockPtr p;
-  SEPFS_RETURN_IF_ERROR(kv::DecodeBlockValue(raw, &p));
+  kv::BlockValue v;
+  SEPFS_RETURN_IF_ERROR(kv::DecodeBlock(raw, &v));
+  if (v.inlined) {
+    out->assign(v.bytes.substr(0, in->rec.size - start));
+    return Status::OK();
+  }
+  const vlog::BlockPtr& p = v.ptr;
   out->resize(p.length);
   st = vlog_->Read(p, in->ino, block, out->data());
   if (!st.ok()) {
@@ -173,14 +179,19 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   }
   std::unique_lock<std::mutex> pl(ptr_locks_.For(in->ino));
   const uint64_t ino = in->ino;
-  // Old pointers of the dirty blocks: one range scan when they are dense.
-  std::map<uint64_t, vlog::BlockPtr> old;
+  // Old values of the dirty blocks: one range scan when they are dense.
+  struct Old {
+    bool inlined;
+    vlog::BlockPtr ptr;  // the record it names, when not inlined
+    uint64_t length;
+  };
+  std::map<uint64_t, Old> old;
   auto note_old = [&](std::string_view key, std::string_view value) {
     uint64_t i, b;
-    vlog::BlockPtr p;
-    if (kv::ParseBlockKey(key, &i, &b) && kv::DecodeBlockValue(value, &p).ok() &&
+    kv::BlockValue v;
+    if (kv::ParseBlockKey(key, &i, &b) && kv::DecodeBlock(value, &v).ok() &&
         in->dirty.count(b)) {
-      old[b] = p;
+      old[b] = {v.inlined, v.ptr, v.length()};
     }
     return true;
   };
@@ -219,18 +230,22 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const uint64_t bstart = b * block_size_;
     if (bstart >= r.size) continue;
     const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
+    const std::string_view bytes(data.data(), len);
     auto o = old.find(b);
-    const vlog::Stream stream = StreamFor(in, o != old.end() ? o->second.seq : 0);
-    used |= vlog::MaskOf(stream);
-    st = vlog_->Append(stream, ino, b, std::string_view(data.data(), len), &p);
-    if (!st.ok()) break;
-    batch.PutBlock(ino, b, p);
-    added.push_back(p);
-    added_blocks.push_back(b);
-    if (o != old.end()) {
-      released.push_back(o->second);
-      r.blocks -= std::min(r.blocks, SectorsOf(o->second.length));
+    const bool had_record = o != old.end() && !o->second.inlined;
+    if (Inlines(len)) {
+      batch.PutInlineBlock(ino, b, bytes);  // no record, nothing to sync but the batch
+    } else {
+      const vlog::Stream stream = StreamFor(in, had_record ? o->second.ptr.seq : 0);
+      used |= vlog::MaskOf(stream);
+      st = vlog_->Append(stream, ino, b, bytes, &p);
+      if (!st.ok()) break;
+      batch.PutBlock(ino, b, p);
+      added.push_back(p);
+      added_blocks.push_back(b);
     }
+    if (had_record) released.push_back(o->second.ptr);
+    if (o != old.end()) r.blocks -= std::min(r.blocks, SectorsOf(o->second.length));
     r.blocks += SectorsOf(len);
   }
   al.unlock();
@@ -386,10 +401,10 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
       // this same batch: left in place, its cut bytes would come back if the
       // file grew again and the daemon died before the next flush.
       std::string raw;
-      vlog::BlockPtr old;
+      kv::BlockValue old;
       Status st = meta_->Get(kv::BlockKey(in->ino, last), &raw);
       if (!st.ok() && !st.IsNotFound()) return st;
-      if (st.ok() && kv::DecodeBlockValue(raw, &old).ok() && old.length > tail) {
+      if (st.ok() && kv::DecodeBlock(raw, &old).ok() && old.length() > tail) {
         std::string buf;
         auto d = in->dirty.find(last);
         if (d != in->dirty.end()) {
@@ -398,23 +413,27 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           SEPFS_RETURN_IF_ERROR(LoadBlock(in, last, &buf));
           if (buf.size() > tail) buf.resize(tail);
         }
-        const vlog::Stream stream = StreamFor(in, old.seq);
-        const uint64_t drops = vlog_->DropCount(vlog::MaskOf(stream));
-        vlog::BlockPtr np;
-        SEPFS_RETURN_IF_ERROR(vlog_->Append(stream, in->ino, last, buf, &np));
-        st = vlog_->Flush(vlog::MaskOf(stream));
-        if (st.ok() && vlog_->DropCount(vlog::MaskOf(stream)) != drops) {
-          st = Status::IOError("vlog: buffered records were dropped by a failed write");
+        if (Inlines(buf.size())) {
+          b->PutInlineBlock(in->ino, last, buf);
+        } else {
+          const vlog::Stream stream = StreamFor(in, old.inlined ? 0 : old.ptr.seq);
+          const uint64_t drops = vlog_->DropCount(vlog::MaskOf(stream));
+          vlog::BlockPtr np;
+          SEPFS_RETURN_IF_ERROR(vlog_->Append(stream, in->ino, last, buf, &np));
+          st = vlog_->Flush(vlog::MaskOf(stream));
+          if (st.ok() && vlog_->DropCount(vlog::MaskOf(stream)) != drops) {
+            st = Status::IOError("vlog: buffered records were dropped by a failed write");
+          }
+          if (!st.ok()) {
+            vlog_->Discard(np, in->ino, last);  // never referenced
+            return st;
+          }
+          b->PutBlock(in->ino, last, np);
+          added->push_back(np);
         }
-        if (!st.ok()) {
-          vlog_->Discard(np, in->ino, last);  // never referenced
-          return st;
-        }
-        b->PutBlock(in->ino, last, np);
-        added->push_back(np);
-        released->push_back(old);
-        in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(old.length));
-        in->rec.blocks += SectorsOf(np.length);
+        if (!old.inlined) released->push_back(old.ptr);
+        in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(old.length()));
+        in->rec.blocks += SectorsOf(buf.size());
         *rewrote_last = true;
       }
     }
@@ -422,17 +441,21 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
     SEPFS_RETURN_IF_ERROR(meta_->Scan(
         kv::BlockKey(in->ino, keep), kv::PrefixEnd(kv::BlockPrefix(in->ino)),
         [&](std::string_view key, std::string_view value) {
-          vlog::BlockPtr p;
-          if (kv::DecodeBlockValue(value, &p).ok()) {
-            released->push_back(p);
-            in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(p.length));
-          }
+          ForgetBlock(in, value, released);
           b->Delete(key);
           return true;
         }));
   }
   in->rec.size = size;
   return Status::OK();
+}
+
+void Filesystem::ForgetBlock(Inode* in, std::string_view value,
+                             std::vector<vlog::BlockPtr>* released) {
+  kv::BlockValue v;
+  if (!kv::DecodeBlock(value, &v).ok()) return;  // fsck reports it
+  if (!v.inlined) released->push_back(v.ptr);
+  in->rec.blocks -= std::min(in->rec.blocks, SectorsOf(v.length()));
 }
 
 void Filesystem::EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end) {
@@ -495,12 +518,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
     SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(in->ino, first_full),
                                       kv::BlockKey(in->ino, end_full),
                                       [&](std::string_view key, std::string_view value) {
-                                        vlog::BlockPtr p;
-                                        if (kv::DecodeBlockValue(value, &p).ok()) {
-                                          released.push_back(p);
-                                          in->rec.blocks -=
-                                              std::min(in->rec.blocks, SectorsOf(p.length));
-                                        }
+                                        ForgetBlock(in, value, &released);
                                         b.Delete(key);
                                         return true;
                                       }));

@@ -1,6 +1,7 @@
 // Filesystem read path: finds the pointers of the blocks a read covers with
-// one range scan, overlays dirty (unflushed) blocks, and reads the records
-// from the vLog with ReadMany (physically adjacent records in one pread).
+// one range scan, overlays dirty (unflushed) blocks and inline data (whose
+// bytes come with the scan), and reads the records from the vLog with
+// ReadMany (physically adjacent records in one pread).
 //
 // With prefetch on, reads go through the Prefetcher (cached and in-flight
 // records are not read again) and two triggers feed it:
@@ -196,17 +197,22 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
     // One scan covers the read and the blocks to prefetch after it.
     const uint64_t scan_end = ra.empty() ? last + 1 : std::max(last + 1, ra.end);
     std::map<uint64_t, vlog::BlockPtr> ptrs;
+    std::map<uint64_t, std::string> inlined;  // blocks whose bytes are their value
     Status decode;
     SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, scan_end),
                                       [&](std::string_view key, std::string_view value) {
                                         uint64_t i, b;
-                                        vlog::BlockPtr p;
+                                        kv::BlockValue v;
                                         if (!kv::ParseBlockKey(key, &i, &b) ||
-                                            !kv::DecodeBlockValue(value, &p).ok()) {
+                                            !kv::DecodeBlock(value, &v).ok()) {
                                           decode = Status::Corruption("bad block pointer");
                                           return false;
                                         }
-                                        ptrs[b] = p;
+                                        if (v.inlined) {
+                                          if (b <= last) inlined[b] = std::string(v.bytes);
+                                        } else {
+                                          ptrs[b] = v.ptr;
+                                        }
                                         return true;
                                       }));
     SEPFS_RETURN_IF_ERROR(decode);
@@ -225,10 +231,12 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
       // Every byte of out[0, n) is written below: data, or zeros for holes
       // and for the part of a block past its stored bytes.
       auto d = in->dirty.find(b);
-      if (d != in->dirty.end()) {
-        const uint64_t stored = d->second.size();
+      auto il = d == in->dirty.end() ? inlined.find(b) : inlined.end();
+      if (d != in->dirty.end() || il != inlined.end()) {
+        const std::string& bytes = d != in->dirty.end() ? d->second : il->second;
+        const uint64_t stored = bytes.size();
         const uint64_t have = stored > lo ? std::min<uint64_t>(hi, stored) - lo : 0;
-        std::memcpy(out + dst, d->second.data() + lo, have);
+        std::memcpy(out + dst, bytes.data() + lo, have);
         std::memset(out + dst + have, 0, hi - lo - have);
         continue;
       }

@@ -29,6 +29,7 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->meta_ = fs->store_->meta();
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;
+  fs->inline_max_ = fs->store_->super().inline_max;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
   fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());

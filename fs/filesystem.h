@@ -281,6 +281,9 @@ class Filesystem {
 
   // Data path (Inode::mu held).
   Status LoadBlock(Inode* in, uint64_t block, std::string* out);
+  // For a block value being deleted: its record (if it names one) joins
+  // *released and its bytes leave in's st_blocks.
+  void ForgetBlock(Inode* in, std::string_view value, std::vector<vlog::BlockPtr>* released);
   Status FlushLocked(Inode* in, bool sync);
   // st, or else the inode's pending write error (cleared either way).
   Status TakeWriteError(Inode* in, Status st);
@@ -304,6 +307,9 @@ class Filesystem {
   // The stream for a user write of one of in's blocks; prev_seq: seq of the
   // record it replaces, 0 if none.
   vlog::Stream StreamFor(Inode* in, uint64_t prev_seq);
+  // Whether a block of len bytes is stored inline in the LSM (selective
+  // separation) rather than as a vLog record.
+  bool Inlines(uint64_t len) const { return inline_max_ > 0 && len <= inline_max_; }
   void FlusherLoop();
 
   FsOptions options_;
@@ -312,6 +318,7 @@ class Filesystem {
   vlog::ValueLog* vlog_ = nullptr;
   std::unique_ptr<kv::InodeAllocator> alloc_;
   uint32_t block_size_ = 0;
+  uint32_t inline_max_ = 0;  // blocks up to this size are stored inline; 0: none
   bool opened_ = false;  // Open() completed
   bool closed_ = false;
 

@@ -234,13 +234,18 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   std::string buf;
   SEPFS_RETURN_IF_ERROR(scan(kv::kTagBlock, [&](std::string_view key, std::string_view value) {
     uint64_t ino, block;
-    vlog::BlockPtr p;
-    if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlockValue(value, &p).ok()) {
+    kv::BlockValue v;
+    if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlock(value, &v).ok()) {
       err(FsckKind::kPointerBad, "undecodable block pointer " + kv::DescribeKey(key), 0, key);
       return true;
     }
+    const vlog::BlockPtr& p = v.ptr;
     rep->pointers++;
-    referenced[p.segment] += p.record_size();
+    if (v.inlined) {
+      rep->inline_blocks++;
+    } else {
+      referenced[p.segment] += p.record_size();
+    }
     if (rep->pointers % 20000 == 0 && progress) {
       progress("verified " + std::to_string(rep->pointers) + " block pointers (" +
                std::to_string(rep->data_bytes_checked >> 20) + " MiB)");
@@ -256,12 +261,22 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
           block);
       return true;
     }
-    sectors[ino] += SectorsOf(p.length);
-    if (p.length > bs) {
+    sectors[ino] += SectorsOf(v.length());
+    if (v.length() > bs) {
       err(FsckKind::kPointerBeyondEof, where + ": record longer than a block", ino, key, 0, block);
       return true;
     }
     const bool beyond_eof = block >= it->second.size / bs + (it->second.size % bs != 0);
+    if (v.inlined) {
+      // The data is the value itself: nothing in the vLog to check.
+      if (beyond_eof) {
+        err(FsckKind::kPointerBeyondEof,
+            where + ": inline data beyond the end of the file (size " +
+                std::to_string(it->second.size) + ")",
+            ino, key, block * bs + v.length(), block);
+      }
+      return true;
+    }
     if (!seg_ids.count(p.segment) && unclean) {
       add({FsckKind::kPointerSegmentMissing, false, ino, block, p.segment, std::string(key),
            where + ": segment " + std::to_string(p.segment) +

@@ -75,6 +75,7 @@ struct FsckReport {
   std::vector<std::string> notes;   // not errors (e.g. orphans to reclaim)
   std::vector<FsckFinding> findings;
   uint64_t inodes = 0, dirs = 0, files = 0, dentries = 0, pointers = 0, segments = 0;
+  uint64_t inline_blocks = 0;  // of the pointers, values that hold the block's bytes
   uint64_t data_bytes_checked = 0;
   // Live record bytes per segment, from the pointers that verified.
   std::map<uint32_t, uint64_t> live;

@@ -6,14 +6,20 @@ namespace sepfs::fs {
 
 namespace {
 
+// The block's current vLog pointer; *present is false for a hole and for
+// inline data, neither of which names a record.
 Status Current(kv::MetaStore* meta, uint64_t inode, uint64_t block, vlog::BlockPtr* p,
                bool* present) {
+  *present = false;
   std::string raw;
   Status st = meta->Get(kv::BlockKey(inode, block), &raw);
-  *present = st.ok();
   if (st.IsNotFound()) return Status::OK();
   SEPFS_RETURN_IF_ERROR(st);
-  return kv::DecodeBlockValue(raw, p);
+  kv::BlockValue v;
+  SEPFS_RETURN_IF_ERROR(kv::DecodeBlock(raw, &v));
+  *present = !v.inlined;
+  if (*present) *p = v.ptr;
+  return Status::OK();
 }
 
 }  // namespace

@@ -238,13 +238,13 @@ Status Repairer::FixPointers(uint64_t ino, const std::map<uint64_t, std::string>
   SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(kv::BlockPrefix(ino), [&](std::string_view key,
                                                                      std::string_view value) {
     uint64_t i, block;
-    vlog::BlockPtr p;
+    kv::BlockValue v;
     if (!regular || !kv::ParseBlockKey(key, &i, &block) || drop.count(block) ||
-        !kv::DecodeBlockValue(value, &p).ok()) {
+        !kv::DecodeBlock(value, &v).ok()) {
       batch_.Delete(key);
       ++*dropped;
     } else {
-      sectors += SectorsOf(p.length);
+      sectors += SectorsOf(v.length());
     }
     return true;
   }));

@@ -45,6 +45,10 @@ Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
   if (!kv::ValidCapacity(o.capacity, o.segment_size)) {
     return Status::InvalidArgument(dir + ": capacity must be at least 16 segments");
   }
+  if (o.inline_max && !kv::ValidInlineMax(*o.inline_max, o.block_size)) {
+    return Status::InvalidArgument(dir +
+                                   ": inline limit must be at most 64 KiB and half a block");
+  }
   return Status::OK();
 }
 
@@ -90,6 +94,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   sb.block_size = options.block_size;
   sb.segment_size = options.segment_size;
   sb.capacity = options.capacity;
+  sb.inline_max = options.inline_max.value_or(kv::DefaultInlineMax(options.block_size));
   sb.created = Now().sec;
   sb.uuid = RandomUuid();
 

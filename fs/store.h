@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kvstore/meta_store.h"
@@ -20,6 +21,10 @@ struct MkfsOptions {
   uint32_t block_size = 64 * 1024;
   uint64_t segment_size = 64ull << 20;
   uint64_t capacity = 0;  // 0: bounded by the free space below
+  // Blocks of at most this many bytes keep their data inline in the LSM
+  // (0: every block goes to the vLog; unset: kv::DefaultInlineMax). See
+  // kv::ValidInlineMax.
+  std::optional<uint32_t> inline_max;
   bool force = false;     // allow a non-empty directory / overwrite a store
 };
 

@@ -64,6 +64,10 @@ void Batch::PutBlock(uint64_t ino, uint64_t block, const vlog::BlockPtr& p) {
   Put(BlockKey(ino, block), EncodeBlockValue(p));
 }
 
+void Batch::PutInlineBlock(uint64_t ino, uint64_t block, std::string_view bytes) {
+  Put(BlockKey(ino, block), EncodeInlineBlock(bytes));
+}
+
 void Batch::DeleteBlock(uint64_t ino, uint64_t block) { Delete(BlockKey(ino, block)); }
 
 size_t Batch::ApproximateSize() const { return rep_->ApproximateSize(); }

@@ -48,6 +48,7 @@ class Batch {
   void PutDentry(uint64_t parent, std::string_view name, const DirEntry& e);
   void DeleteDentry(uint64_t parent, std::string_view name);
   void PutBlock(uint64_t ino, uint64_t block, const vlog::BlockPtr& p);
+  void PutInlineBlock(uint64_t ino, uint64_t block, std::string_view bytes);
   void DeleteBlock(uint64_t ino, uint64_t block);
   size_t ApproximateSize() const;
   bool empty() const;

@@ -1,12 +1,14 @@
 #include "kvstore/records.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace sepfs::kv {
 namespace {
 
 constexpr uint8_t kRecordVersion = 1;
-constexpr char kBlockValueVlogTag = 'P';  // 'D' (inline data) is reserved for later
+constexpr char kBlockValueVlogTag = 'P';
+constexpr char kBlockValueInlineTag = 'D';
 
 constexpr size_t kInodeEncodedSize = 1 + 8 + 4 * 4 + 8 * 3 + 3 * (8 + 4);
 constexpr size_t kDirEntryEncodedSize = 1 + 8 + 4;
@@ -157,7 +159,20 @@ std::string EncodeBlockValue(const vlog::BlockPtr& p) {
   return out;
 }
 
-Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p) {
+std::string EncodeInlineBlock(std::string_view bytes) {
+  std::string out;
+  out.reserve(1 + bytes.size());
+  out.push_back(kBlockValueInlineTag);
+  out.append(bytes);
+  return out;
+}
+
+Status DecodeBlock(std::string_view src, BlockValue* v) {
+  if (!src.empty() && src[0] == kBlockValueInlineTag) {
+    v->inlined = true;
+    v->bytes = src.substr(1);
+    return Status::OK();
+  }
   if (src.empty() || src[0] != kBlockValueVlogTag) {
     return Status::Corruption("block value has unknown tag");
   }
@@ -167,7 +182,17 @@ Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p) {
                               " bytes, expected " +
                               std::to_string(1 + vlog::kBlockPtrEncodedSize));
   }
-  *p = out;
+  v->inlined = false;
+  v->ptr = out;
+  v->bytes = {};
+  return Status::OK();
+}
+
+Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p) {
+  BlockValue v;
+  SEPFS_RETURN_IF_ERROR(DecodeBlock(src, &v));
+  if (v.inlined) return Status::InvalidArgument("block value is inline data, not a pointer");
+  *p = v.ptr;
   return Status::OK();
 }
 
@@ -180,13 +205,19 @@ bool ValidCapacity(uint64_t capacity, uint64_t segment_size) {
   return capacity == 0 || capacity / kMinCapacitySegments >= segment_size;
 }
 
+bool ValidInlineMax(uint32_t inline_max, uint32_t block_size) {
+  return inline_max <= kMaxInlineBytes && inline_max <= block_size / 2;
+}
+
+uint32_t DefaultInlineMax(uint32_t block_size) { return std::min(4096u, block_size / 4); }
+
 bool ValidSegmentSize(uint64_t segment_size, uint32_t block_size) {
   return segment_size >= kMinSegmentSize && segment_size <= kMaxSegmentSize &&
          segment_size >= kMinBlocksPerSegment * block_size;
 }
 
 std::string EncodeSuperblock(const Superblock& s) {
-  Writer w(kSuperFixedSize + s.uuid.size());
+  Writer w(kSuperFixedSize + 4 + s.uuid.size());
   w.U8(kRecordVersion);
   w.U64(s.magic);
   w.U32(s.version);
@@ -195,6 +226,7 @@ std::string EncodeSuperblock(const Superblock& s) {
   w.U64(s.capacity);
   w.U64(static_cast<uint64_t>(s.created));
   w.Bytes(s.uuid);
+  if (s.version >= kMetaFormatInlineData) w.U32(s.inline_max);
   return w.Take();
 }
 
@@ -225,6 +257,7 @@ Status DecodeSuperblock(std::string_view src, Superblock* s) {
   out.capacity = in.U64();
   out.created = static_cast<int64_t>(in.U64());
   out.uuid = std::string(in.Bytes());
+  if (version >= kMetaFormatInlineData) out.inline_max = in.U32();
   if (!in.done()) return Status::Corruption("superblock: truncated or has trailing bytes");
   if (!ValidBlockSize(out.block_size)) {
     return Status::Corruption("superblock: block_size " + std::to_string(out.block_size) +
@@ -241,6 +274,11 @@ Status DecodeSuperblock(std::string_view src, Superblock* s) {
     return Status::Corruption("superblock: capacity " + std::to_string(out.capacity) +
                               " is neither 0 (no limit) nor at least " +
                               std::to_string(kMinCapacitySegments) + " segments");
+  }
+  if (!ValidInlineMax(out.inline_max, out.block_size)) {
+    return Status::Corruption("superblock: inline_max " + std::to_string(out.inline_max) +
+                              " is more than " + std::to_string(kMaxInlineBytes) +
+                              " bytes or half a block");
   }
   *s = std::move(out);
   return Status::OK();

@@ -42,16 +42,32 @@ struct DirEntry {
 std::string EncodeDirEntry(const DirEntry& e);
 sepfs::Status DecodeDirEntry(std::string_view src, DirEntry* e);
 
-// Value of a block key: a pointer into the vLog.
+// Value of a block key: a pointer into the vLog, or, for a block no longer
+// than the store's inline limit (Superblock::inline_max), the block's bytes
+// themselves (HashKV's selective separation: tiny values stay in the LSM).
+struct BlockValue {
+  bool inlined = false;
+  vlog::BlockPtr ptr;      // when !inlined
+  std::string_view bytes;  // when inlined: a view into the decoded source
+  uint64_t length() const { return inlined ? bytes.size() : ptr.length; }
+};
 std::string EncodeBlockValue(const vlog::BlockPtr& p);
+std::string EncodeInlineBlock(std::string_view bytes);
+// Either kind; an unknown tag or a malformed pointer is Corruption.
+sepfs::Status DecodeBlock(std::string_view src, BlockValue* v);
+// A vLog pointer only: inline data (which names no record) is
+// InvalidArgument, so walks over records skip it with the corrupt values.
 sepfs::Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p);
 
 constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
 // Format versions: 1, the first; 2, vLog segments may also be of the warm
-// and frozen streams (vlog/format.h), which version-1 binaries cannot read.
-// Version-1 stores are still mounted, and keep to the hot and cold streams.
-constexpr uint32_t kMetaFormatVersion = 2;
+// and frozen streams (vlog/format.h), which version-1 binaries cannot read;
+// 3, block values may hold inline data, and the superblock its limit.
+// Older stores are still mounted: version 1 keeps to the hot and cold
+// streams, versions 1 and 2 never inline data.
+constexpr uint32_t kMetaFormatVersion = 3;
 constexpr uint32_t kMetaFormatLifetimeStreams = 2;
+constexpr uint32_t kMetaFormatInlineData = 3;
 
 // Bounds of the store geometry: mkfs refuses values outside them, and so
 // does DecodeSuperblock (with Corruption), so no crafted superblock reaches
@@ -71,6 +87,15 @@ constexpr uint64_t kMinCapacitySegments = 16;
 // 0 (no limit: the free space below) or at least kMinCapacitySegments
 // segments of segment_size.
 bool ValidCapacity(uint64_t capacity, uint64_t segment_size);
+// Blocks of at most this many bytes may be stored inline: a bound that
+// keeps the LSM's values small (WiscKey) while sparing tiny files a vLog
+// record, its read and its sync.
+constexpr uint32_t kMaxInlineBytes = 64 * 1024;
+// From 0 (never inline) to kMaxInlineBytes, and no more than half a block
+// (full blocks always go to the vLog).
+bool ValidInlineMax(uint32_t inline_max, uint32_t block_size);
+// The limit mkfs sets unless told: 4 KiB, or a quarter of a smaller block.
+uint32_t DefaultInlineMax(uint32_t block_size);
 
 // Fixed at mkfs.
 struct Superblock {
@@ -81,11 +106,13 @@ struct Superblock {
   uint64_t capacity = 0;             // byte limit of the store; 0 = free space below
   int64_t created = 0;               // seconds since the epoch
   std::string uuid;                  // 16 random bytes, hex
+  uint32_t inline_max = 0;           // blocks up to this size are stored inline (version 3+)
 };
 std::string EncodeSuperblock(const Superblock& s);
 // Rejects a wrong magic with Corruption and a newer version with
 // errno EPROTONOSUPPORT ("store format version N is newer than M"); a
-// block_size or segment_size out of bounds is Corruption naming the field.
+// block_size, segment_size, capacity or inline_max out of bounds is
+// Corruption naming the field. Versions before 3 decode with inline_max 0.
 sepfs::Status DecodeSuperblock(std::string_view src, Superblock* s);
 
 }  // namespace sepfs::kv

@@ -20,6 +20,7 @@
 #include "fs/fsck.h"
 #include "fs/repair.h"
 #include "fs/store.h"
+#include "kvstore/records.h"
 
 namespace {
 
@@ -41,12 +42,15 @@ constexpr const char* kUsage =
 
 constexpr const char* kMkfsUsage =
     "usage: sepfs mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES]\n"
-    "                  [--capacity=BYTES] STORE\n"
+    "                  [--capacity=BYTES] [--inline-max=BYTES] STORE\n"
     "Creates a new sepfs store in the directory STORE (created if missing, mode 0700).\n"
     "  --force             overwrite an existing store or use a non-empty directory\n"
     "  --block-size=N      logical file block size (power of two, 4 KiB..4 MiB; default 64 KiB)\n"
     "  --segment-size=N    vLog segment size (1 MiB..2 GiB; default 64 MiB)\n"
     "  --capacity=N        size limit of the store (default: the free space below)\n"
+    "  --inline-max=N      blocks of at most N bytes keep their data in the metadata LSM\n"
+    "                      instead of the vLog (0..64 KiB, at most half a block; default\n"
+    "                      4 KiB, or a quarter of a smaller block)\n"
     "Sizes accept K, M, G suffixes (powers of 1024).\n";
 
 constexpr const char* kMountUsage =
@@ -152,6 +156,9 @@ int CmdMkfs(const std::vector<std::string>& args) {
     } else if (a.rfind("--capacity=", 0) == 0) {
       if (!ParseSize(a.substr(11), &v)) return Fail("bad " + a, kMkfsUsage);
       o.capacity = v;
+    } else if (a.rfind("--inline-max=", 0) == 0) {
+      if (!ParseSize(a.substr(13), &v) || v > UINT32_MAX) return Fail("bad " + a, kMkfsUsage);
+      o.inline_max = static_cast<uint32_t>(v);
     } else if (!a.empty() && a[0] == '-') {
       return Fail("unknown option " + a, kMkfsUsage);
     } else if (store.empty()) {
@@ -163,8 +170,9 @@ int CmdMkfs(const std::vector<std::string>& args) {
   if (store.empty()) return Fail("missing STORE", kMkfsUsage);
   Status st = fs::Mkfs(store, o);
   if (!st.ok()) return Fail("mkfs " + store + ": " + st.ToString());
-  std::printf("created sepfs store %s (block size %u, segment size %llu)\n", store.c_str(),
-              o.block_size, static_cast<unsigned long long>(o.segment_size));
+  std::printf("created sepfs store %s (block size %u, segment size %llu, inline max %u)\n",
+              store.c_str(), o.block_size, static_cast<unsigned long long>(o.segment_size),
+              o.inline_max.value_or(sepfs::kv::DefaultInlineMax(o.block_size)));
   return 0;
 }
 
@@ -204,12 +212,13 @@ std::string FsckSummary(const std::string& store, const fs::FsckReport& rep) {
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "%s: %llu inodes (%llu directories, %llu others), %llu entries, %llu block "
-                "pointers (%llu MiB verified), %llu segments: %s",
+                "pointers (%llu inline, %llu MiB verified), %llu segments: %s",
                 store.c_str(), static_cast<unsigned long long>(rep.inodes),
                 static_cast<unsigned long long>(rep.dirs),
                 static_cast<unsigned long long>(rep.files),
                 static_cast<unsigned long long>(rep.dentries),
                 static_cast<unsigned long long>(rep.pointers),
+                static_cast<unsigned long long>(rep.inline_blocks),
                 static_cast<unsigned long long>(rep.data_bytes_checked >> 20),
                 static_cast<unsigned long long>(rep.segments), verdict.c_str());
   return buf;

@@ -730,7 +730,8 @@ TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   ASSERT_OK(fs->Checkpoint());
   const std::string second = fs::testing::Payload(2, kBlock);
   ASSERT_OK(fs->Write(r.ino, kBlock, second));                            // overwrite
-  ASSERT_OK(fs->Write(r.ino, 2 * kBlock, fs::testing::Payload(3, 100)));  // append
+  // An append long enough for a record (not inline data).
+  ASSERT_OK(fs->Write(r.ino, 2 * kBlock, fs::testing::Payload(3, kBlock / 2)));
   ASSERT_OK(fs->Flush(r.ino));              // records written, pointer batch unsynced
   ASSERT_OK(fs->store()->vlog()->Sync());  // the records are durable, the batch is not
   ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));

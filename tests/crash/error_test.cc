@@ -270,7 +270,9 @@ TEST_F(ErrorTest, FailedTruncateKeepsUnflushedData) {
   model().FailNth(FaultOp::kWrite, FaultScope::kVlog, 1, ENOSPC);
   fs::SetAttrRequest s;
   s.set_size = true;
-  s.size = 4096 + 10;  // cuts the flushed block 1, which is rewritten
+  // Cuts the flushed block 1, which is rewritten: a record, as its 2000
+  // bytes are more than the inline limit (1 KiB with 4 KiB blocks).
+  s.size = 4096 + 2000;
   kv::InodeRecord r;
   EXPECT_ERRNO(fs_->SetAttr(ino, s, &r), ENOSPC);
   EXPECT_EQ(model().injected(), 1u);
@@ -284,10 +286,10 @@ TEST_F(ErrorTest, FailedTruncateKeepsUnflushedData) {
   const uint64_t f = InoOf(kRoot, "f");
   ASSERT_OK(fs_->OpenFile(f));
   ASSERT_OK(fs_->SetAttr(f, s, &r));
-  EXPECT_EQ(ReadOk(f), flushed.substr(0, 4096 + 10));
+  EXPECT_EQ(ReadOk(f), flushed.substr(0, 4096 + 2000));
   EXPECT_OK(fs_->Release(f));
   CloseFsckReopen();
-  EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed.substr(0, 4096 + 10));
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed.substr(0, 4096 + 2000));
 }
 
 // A user's flush writes only the streams it appended to: a failing write of

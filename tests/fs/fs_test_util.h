@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -54,6 +55,8 @@ class FsTest : public ::testing::Test {
   static constexpr uint64_t kRoot = Filesystem::kRootIno;
 
   virtual uint32_t block_size() const { return 64 * 1024; }
+  // mkfs's inline limit; unset: the default for block_size().
+  virtual std::optional<uint32_t> inline_max() const { return std::nullopt; }
   virtual FsOptions fs_options() const {
     FsOptions o;
     o.flush_interval_sec = 3600;  // tests decide when data is flushed
@@ -65,6 +68,7 @@ class FsTest : public ::testing::Test {
     store_dir_ = tmp_.Sub("store");
     MkfsOptions mo;
     mo.block_size = block_size();
+    mo.inline_max = inline_max();
     mo.segment_size = 4ull << 20;
     ASSERT_OK(Mkfs(store_dir_, mo));
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));

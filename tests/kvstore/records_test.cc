@@ -101,11 +101,40 @@ TEST(Records, BlockValueRoundTrip) {
   EXPECT_EQ(back, p);
   ExpectRejectsTruncatedAndExtended<vlog::BlockPtr>(
       enc, [](std::string_view s, vlog::BlockPtr* b) { return DecodeBlockValue(s, b); });
-  for (char tag : {'\0', '\x01', 'D', 'p'}) {
+  for (char tag : {'\0', '\x01', 'p'}) {
     std::string bad = enc;
     bad[0] = tag;
     EXPECT_TRUE(DecodeBlockValue(bad, &back).IsCorruption());
+    BlockValue v;
+    EXPECT_TRUE(DecodeBlock(bad, &v).IsCorruption());
   }
+  BlockValue v;
+  ASSERT_TRUE(DecodeBlock(enc, &v).ok());
+  EXPECT_FALSE(v.inlined);
+  EXPECT_EQ(v.ptr, p);
+  EXPECT_EQ(v.length(), 65536u);
+}
+
+// Inline data: the tag, then the bytes (any length, including none).
+TEST(Records, InlineBlockRoundTrip) {
+  for (const std::string& data : {std::string(), std::string("x"), std::string(4096, '\0'),
+                                 std::string("P\x01\xff tail")}) {
+    const std::string enc = EncodeInlineBlock(data);
+    ASSERT_EQ(enc.size(), 1 + data.size());
+    EXPECT_EQ(enc[0], 'D');
+    BlockValue v;
+    ASSERT_TRUE(DecodeBlock(enc, &v).ok());
+    EXPECT_TRUE(v.inlined);
+    EXPECT_EQ(v.bytes, data);
+    EXPECT_EQ(v.length(), data.size());
+    // Not a pointer: walks over records skip it, and it is not corruption.
+    vlog::BlockPtr p;
+    Status st = DecodeBlockValue(enc, &p);
+    EXPECT_FALSE(st.ok());
+    EXPECT_FALSE(st.IsCorruption()) << st.ToString();
+  }
+  BlockValue v;
+  EXPECT_TRUE(DecodeBlock("", &v).IsCorruption());
 }
 
 Superblock SampleSuper() {
@@ -115,6 +144,7 @@ Superblock SampleSuper() {
   s.capacity = 10ull << 30;
   s.created = 1700000000;
   s.uuid = "0123456789abcdef0123456789abcdef";
+  s.inline_max = 1024;
   return s;
 }
 
@@ -126,6 +156,7 @@ void ExpectSuperEq(const Superblock& a, const Superblock& b) {
   EXPECT_EQ(a.capacity, b.capacity);
   EXPECT_EQ(a.created, b.created);
   EXPECT_EQ(a.uuid, b.uuid);
+  EXPECT_EQ(a.inline_max, b.inline_max);
 }
 
 TEST(Records, SuperblockRoundTrip) {
@@ -140,12 +171,16 @@ TEST(Records, SuperblockRoundTrip) {
   ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(empty_uuid), &back).ok());
   ExpectSuperEq(back, empty_uuid);
 
-  // Every older format version is still read.
+  // Every older format version is still read; before version 3 there is
+  // no inline limit to encode, and the store never inlines.
   for (uint32_t v = 1; v < kMetaFormatVersion; v++) {
     Superblock old = SampleSuper();
     old.version = v;
-    ASSERT_TRUE(DecodeSuperblock(EncodeSuperblock(old), &back).ok()) << v;
+    const std::string enc = EncodeSuperblock(old);
+    EXPECT_EQ(enc.size(), EncodeSuperblock(SampleSuper()).size() - 4) << v;
+    ASSERT_TRUE(DecodeSuperblock(enc, &back).ok()) << v;
     EXPECT_EQ(back.version, v);
+    EXPECT_EQ(back.inline_max, v < kMetaFormatInlineData ? 0u : 1024u);
   }
 }
 
@@ -225,6 +260,17 @@ TEST(Records, SuperblockOutOfRangeGeometryIsCorruption) {
                                    << st.ToString();
     EXPECT_NE(st.ToString().find(c.field), std::string::npos) << st.ToString();
     EXPECT_EQ(back.uuid, "untouched");
+  }
+  // An inline limit above half a block or 64 KiB: mkfs never writes one.
+  for (const auto& [bs, limit] : {std::pair<uint32_t, uint32_t>{4096, 2049},
+                                  {1u << 20, 64 * 1024 + 1}, {4096, UINT32_MAX}}) {
+    Superblock s = SampleSuper();
+    s.block_size = bs;
+    s.inline_max = limit;
+    Superblock back;
+    Status st = DecodeSuperblock(EncodeSuperblock(s), &back);
+    EXPECT_TRUE(st.IsCorruption()) << bs << "/" << limit;
+    EXPECT_NE(st.ToString().find("inline_max"), std::string::npos) << st.ToString();
   }
   // A size limit below 16 segments: the store would be full from the start.
   for (uint64_t cap : {uint64_t{1}, uint64_t{(16ull << 26) - 1}}) {
