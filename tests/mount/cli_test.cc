@@ -139,6 +139,9 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
       {"mkfs", "--capacity=17179869184G", store()},  // 2^64: overflows with the suffix
       {"mkfs", "--capacity=+1G", store()},
       {"mkfs", "--segment-size= 8M", store()},
+      {"mkfs", "--block-size=4096", "--inline-max=2049", store()},  // over half a block
+      {"mkfs", "--inline-max=65537", store()},                        // over 64 KiB
+      {"mkfs", "--inline-max=small", store()},
       {"mkfs", "--no-such-option", store()},
       {"mkfs"},  // no store
   };
@@ -158,6 +161,27 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
   ASSERT_NO_FATAL_FAILURE(Remount());
   EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+}
+
+// The inline limit is chosen at mkfs and shown by stats; files up to it
+// keep their data in the LSM, which fsck counts.
+TEST_F(NoStoreTest, InlineLimitIsSetAtMkfs) {
+  CmdResult r = RunSepfs({"mkfs", "--inline-max=16K", store()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "inline max 16384")) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  const std::string small = RandomBytes(10000, 3), large = RandomBytes(20000, 4);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("small"), small));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("large"), large));
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("small")), small));
+  EXPECT_TRUE(SameBytes(ReadFile(P("large")), large));
+  r = RunSepfs({"stats", mnt()});
+  EXPECT_TRUE(Contains(r.out, "inline max 16384")) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  r = FsckResult();
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "2 block pointers (1 inline")) << r.Describe();
 }
 
 TEST_F(NoStoreTest, StoreIsOwnerOnly) {
