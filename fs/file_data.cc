@@ -232,6 +232,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const size_t len = std::min<uint64_t>(data.size(), r.size - bstart);
     const std::string_view bytes(data.data(), len);
     auto o = old.find(b);
+    if (len == 0 && o == old.end()) continue;  // a hole (punched inside a hole) stays one
     const bool had_record = o != old.end() && !o->second.inlined;
     if (Inlines(len)) {
       batch.PutInlineBlock(ino, b, bytes);  // no record, nothing to sync but the batch
@@ -249,7 +250,9 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     r.blocks += SectorsOf(len);
   }
   al.unlock();
-  if (st.ok()) st = sync ? vlog_->Sync(used) : vlog_->Flush(used);
+  // Nothing appended (all inline): the Sync(kNoStreams) before the batch's
+  // sync below covers earlier records, outside the pointer lock.
+  if (st.ok() && used != 0) st = sync ? vlog_->Sync(used) : vlog_->Flush(used);
   // A concurrent failed flush of one of our streams may have dropped our
   // buffered records too; never install pointers that may dangle.
   uint64_t drops = 0;

@@ -261,7 +261,10 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
       Status st = meta_->Get(kv::BlockKey(c.ino, c.block), &raw);
       if (st.IsNotFound()) continue;
       SEPFS_RETURN_IF_ERROR(st);
-      if (!kv::DecodeBlockValue(raw, &cur).ok()) continue;  // fsck reports it
+      // Inline data (not a pointer) is never replaced: it cannot be ordered
+      // against the record, and keeping it loses only data never fsync'd.
+      // An undecodable value is fsck's to report.
+      if (!kv::DecodeBlockValue(raw, &cur).ok()) continue;
     }
     if (cur.seq >= c.ptr.seq) continue;  // the same record, or a newer one
     auto in = inodes.find(c.ino);

@@ -11,7 +11,7 @@
 //   'C' name                               counter / checkpoint (e.g. "next_ino")
 //   'I' ino(8)                             InodeRecord
 //   'D' parent(8) name                     DirEntry
-//   'B' ino(8) block(8)                    BlockValue (vlog pointer)
+//   'B' ino(8) block(8)                    BlockValue (vlog pointer, or inline data)
 //   'X' ino(8) name                        xattr value bytes
 //   'L' ino(8)                             symlink target bytes
 //   'O' ino(8)                             "" (orphan: nlink 0, still open)

@@ -5,6 +5,7 @@
 
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include "fs/gc_index.h"
 
@@ -169,23 +170,37 @@ TEST_F(InlineTest, FsyncedInlineDataSurvivesACrash) {
   ExpectFsckClean();
 }
 
-// A record whose block is inline now is dead to GC's liveness check.
-TEST_F(InlineTest, ARecordReplacedByInlineDataIsGarbage) {
-  const uint64_t ino = Create(kRoot, "g");
-  ASSERT_OK(fs_->Write(ino, 0, Payload(8, 30000)));
-  ASSERT_OK(fs_->Flush(ino));
+// Records whose blocks were cut to inline data in place are garbage: GC's
+// liveness check calls them dead, and a pass frees their segments while the
+// inline bytes read on.
+TEST_F(InlineTest, RecordsCutToInlineDataAreCollected) {
+  std::vector<uint64_t> inos;
+  for (int i = 0; i < 3; i++) {
+    inos.push_back(Create(kRoot, "g" + std::to_string(i)));
+    ASSERT_OK(fs_->Write(inos.back(), 0, Payload(10 + i, 3 << 20)));
+    ASSERT_OK(fs_->Flush(inos.back()));
+  }
   std::string raw;
-  const vlog::BlockPtr old = Value(ino, 0, &raw).ptr;
-  SetSize(ino, 0);
-  ASSERT_OK(fs_->Write(ino, 0, Payload(9, 10)));
-  ASSERT_OK(fs_->Flush(ino));
+  const vlog::BlockPtr old = Value(inos[0], 0, &raw).ptr;
+  for (uint64_t ino : inos) SetSize(ino, 1500);
+  EXPECT_TRUE(Value(inos[0], 0, &raw).inlined);
   PtrLocks ptr_locks;
   std::shared_mutex seg_mu;
   FsGcIndex index(fs_->store()->meta(), /*journal=*/nullptr, &ptr_locks, &seg_mu);
   bool live = true;
-  ASSERT_OK(index.IsLive(ino, 0, old, &live));
+  ASSERT_OK(index.IsLive(inos[0], 0, old, &live));
   EXPECT_FALSE(live);
-  EXPECT_EQ(ReadAll(ino), Payload(9, 10));
+  EXPECT_EQ(LiveBytes(), 0u);
+  const uint64_t before = fs_->store()->vlog()->TotalBytes();
+  uint64_t collected = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+  EXPECT_GT(collected, 0u);
+  EXPECT_LT(fs_->store()->vlog()->TotalBytes(), before - (4u << 20));
+  for (size_t i = 0; i < inos.size(); i++) {
+    EXPECT_EQ(ReadAll(inos[i]), Payload(10 + i, 3 << 20).substr(0, 1500));
+  }
+  ExpectFsckClean();
+  EXPECT_EQ(ReadAll(inos[2]), Payload(12, 3 << 20).substr(0, 1500));
 }
 
 class NoInlineTest : public InlineTest {

@@ -312,11 +312,22 @@ std::string Gather(const ReadPieces& p) {
   return all;
 }
 
-TEST_F(PrefetchFsTest, ReadPiecesGiveTheSameBytesAndShareCachedRecords) {
+// With inline data on (the default: blocks of at most 1 KiB here) and off,
+// so short records are read by reference too.
+class ReadPiecesTest : public PrefetchFsTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  std::optional<uint32_t> inline_max() const override {
+    return GetParam() ? std::nullopt : std::optional<uint32_t>(0);
+  }
+};
+INSTANTIATE_TEST_SUITE_P(InlineOnOff, ReadPiecesTest, ::testing::Bool());
+
+TEST_P(ReadPiecesTest, ReadPiecesGiveTheSameBytesAndShareCachedRecords) {
   const uint32_t bs = block_size();
   const uint64_t a = Create(kRoot, "a");
-  // Blocks 0-2 whole, block 3 a 100-byte record, 4-5 holes, block 6 a
-  // 50-byte record; then block 1 rewritten in part and left dirty.
+  // Blocks 0-2 whole, block 3 100 bytes, 4-5 holes, block 6 50 bytes (both
+  // short blocks inline or records); then block 1 rewritten in part and
+  // left dirty.
   std::string model = Payload(a, 3 * bs + 100);
   ASSERT_OK(fs_->Write(a, 0, model));
   const std::string tail = Payload(a + 7, 50);
@@ -352,6 +363,11 @@ TEST_F(PrefetchFsTest, ReadPiecesGiveTheSameBytesAndShareCachedRecords) {
   // Records came by reference, not copied into out.
   EXPECT_TRUE(shared);
   EXPECT_GT(fs_->DataCacheStats().hits, 0u);
+  std::string raw;
+  ASSERT_OK(fs_->store()->meta()->Get(kv::BlockKey(a, 3), &raw));
+  kv::BlockValue v;
+  ASSERT_OK(kv::DecodeBlock(raw, &v));
+  EXPECT_EQ(v.inlined, GetParam());
 }
 
 TEST_F(PrefetchFsTest, ReadPiecesFallBackToOneBufferWhenThereAreTooMany) {
