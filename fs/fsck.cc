@@ -268,14 +268,16 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
     }
     const bool beyond_eof = block >= it->second.size / bs + (it->second.size % bs != 0);
     if (v.inlined) {
-      // The data is the value itself: nothing in the vLog to check, and
-      // nothing that proves bytes past the end were ever the file's (value
-      // 0: repair drops them rather than growing the file).
+      // The data is the value itself: nothing in the vLog to check. Past the
+      // end it means the inode lost a size update (e.g. an older inode record
+      // that leveldb::RepairDB brought back): as for a record, the value is
+      // the size that covers it, and repair grows the file to it. LevelDB's
+      // block checksums vouch for the bytes.
       if (beyond_eof) {
         err(FsckKind::kPointerBeyondEof,
             where + ": inline data beyond the end of the file (size " +
                 std::to_string(it->second.size) + ")",
-            ino, key, 0, block);
+            ino, key, block * bs + v.length(), block);
       }
       return true;
     }
