@@ -31,6 +31,9 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->block_size_ = fs->store_->super().block_size;
   fs->inline_max_ = fs->store_->super().inline_max;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
+  // Every metadata sync (fsync, GC's quiesce, ...) makes the records that
+  // written pointers name durable first.
+  fs->meta_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
 

@@ -1,5 +1,6 @@
 #include "kvstore/log_guard_env.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace sepfs::kv {
@@ -7,47 +8,98 @@ namespace {
 
 class GuardedLogFile final : public leveldb::WritableFile {
  public:
-  GuardedLogFile(leveldb::WritableFile* f, LogGuardEnv* env) : f_(f), env_(env) {}
+  // syncer: a second handle of the same file, never appended to, for
+  // SyncIfNeeded (nullptr: sync through f under the lock).
+  GuardedLogFile(leveldb::WritableFile* f, leveldb::WritableFile* syncer, LogGuardEnv* env)
+      : f_(f), syncer_(syncer), env_(env) {
+    env_->Register(this);
+  }
   // LevelDB 1.23 deletes a log it switches away from without calling Close
   // (under its mutex): the sync happens here then, and a failure reaches
   // MetaStore through the env. A log whose records were all synced (the
-  // usual case under fsyncs) costs nothing.
+  // usual case under fsyncs) costs nothing. The log leaves the env's list
+  // only once synced, so LogGuardEnv::SyncLogs never returns before it is.
   ~GuardedLogFile() override {
-    if (!closed_ && (unsynced_ || !failed_.ok())) {
-      leveldb::Status s = Sync();
-      if (!s.ok()) env_->NoteLostLog(s);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!closed_ && (unsynced_ || !failed_.ok())) {
+        leveldb::Status s = SyncLocked();
+        if (!s.ok()) env_->NoteLostLog(s);
+      }
     }
+    env_->Unregister(this);
   }
 
   leveldb::Status Append(const leveldb::Slice& data) override {
+    std::lock_guard<std::mutex> l(mu_);
     unsynced_ = true;
+    unflushed_ = true;
+    appends_++;
     return Latch(failed_.ok() ? f_->Append(data) : failed_);
   }
-  leveldb::Status Flush() override { return Latch(failed_.ok() ? f_->Flush() : failed_); }
-  leveldb::Status Sync() override {
-    leveldb::Status s = Latch(failed_.ok() ? f_->Sync() : failed_);
-    if (s.ok()) unsynced_ = false;
+  leveldb::Status Flush() override {
+    std::lock_guard<std::mutex> l(mu_);
+    leveldb::Status s = Latch(failed_.ok() ? f_->Flush() : failed_);
+    if (s.ok()) unflushed_ = false;
     return s;
   }
+  leveldb::Status Sync() override {
+    std::lock_guard<std::mutex> l(mu_);
+    return SyncLocked();
+  }
   leveldb::Status Close() override {
-    leveldb::Status s = unsynced_ || !failed_.ok() ? Sync() : leveldb::Status::OK();
+    std::lock_guard<std::mutex> l(mu_);
+    leveldb::Status s = unsynced_ || !failed_.ok() ? SyncLocked() : leveldb::Status::OK();
     leveldb::Status c = f_->Close();
     closed_ = true;
     return s.ok() ? c : s;
   }
 
+  // For LogGuardEnv::SyncLogs, from any thread: makes what was appended
+  // and flushed before the call durable. Through the second handle the
+  // fdatasync runs without the lock, so LevelDB's writer is not held up.
+  leveldb::Status SyncIfNeeded() {
+    uint64_t appends;
+    bool flushed;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return failed_;  // Close synced it, or failed
+      if (!failed_.ok() || !unsynced_) return failed_;
+      if (syncer_ == nullptr) return SyncLocked();
+      appends = appends_;
+      flushed = !unflushed_;
+    }
+    leveldb::Status s = syncer_->Sync();
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok()) return Latch(s);
+    // Clean only if nothing was appended meanwhile and nothing was still in
+    // LevelDB's buffer (not in the file yet) when the sync began.
+    if (flushed && appends == appends_) unsynced_ = false;
+    return failed_;
+  }
+
  private:
+  leveldb::Status SyncLocked() {
+    leveldb::Status s = Latch(failed_.ok() ? f_->Sync() : failed_);
+    if (s.ok()) unsynced_ = false;
+    return s;
+  }
   leveldb::Status Latch(leveldb::Status s) {
     if (!s.ok() && failed_.ok()) failed_ = s;
     return s;
   }
 
   std::unique_ptr<leveldb::WritableFile> f_;
+  std::unique_ptr<leveldb::WritableFile> syncer_;
   LogGuardEnv* const env_;
-  // LevelDB calls a log file from one writer at a time (the head of its
-  // writer queue; the switch under its mutex), so these need no lock.
+  // LevelDB appends from one writer at a time (the head of its writer
+  // queue), but SyncLogs syncs from MetaStore::Sync's callers: mu_ orders
+  // them (LevelDB's buffered file is not safe to flush concurrently).
+  std::mutex mu_;
   leveldb::Status failed_;
-  bool unsynced_ = false;  // appended to since the last successful Sync
+  bool unsynced_ = false;   // appended to since the last successful Sync
+  bool unflushed_ = false;  // appended to since the last successful Flush
+  uint64_t appends_ = 0;
   bool closed_ = false;
 };
 
@@ -68,7 +120,11 @@ bool IsLevelDbLogFile(const std::string& path) {
 
 leveldb::Status LogGuardEnv::Wrap(const std::string& f, leveldb::Status s,
                                   leveldb::WritableFile** r) {
-  if (s.ok() && IsLevelDbLogFile(f)) *r = new GuardedLogFile(*r, this);
+  if (!s.ok() || !IsLevelDbLogFile(f)) return s;
+  // The file exists now: a second handle in append mode does not truncate it.
+  leveldb::WritableFile* syncer = nullptr;
+  if (!target()->NewAppendableFile(f, &syncer).ok()) syncer = nullptr;
+  *r = new GuardedLogFile(*r, syncer, this);
   return s;
 }
 
@@ -78,6 +134,26 @@ leveldb::Status LogGuardEnv::NewWritableFile(const std::string& f, leveldb::Writ
 
 leveldb::Status LogGuardEnv::NewAppendableFile(const std::string& f, leveldb::WritableFile** r) {
   return Wrap(f, target()->NewAppendableFile(f, r), r);
+}
+
+void LogGuardEnv::Register(leveldb::WritableFile* log) {
+  std::lock_guard<std::mutex> l(logs_mu_);
+  logs_.push_back(log);
+}
+
+void LogGuardEnv::Unregister(leveldb::WritableFile* log) {
+  std::lock_guard<std::mutex> l(logs_mu_);
+  logs_.erase(std::remove(logs_.begin(), logs_.end(), log), logs_.end());
+}
+
+leveldb::Status LogGuardEnv::SyncLogs() {
+  // Held throughout: a log cannot leave (be destroyed) while it is synced.
+  std::lock_guard<std::mutex> l(logs_mu_);
+  for (leveldb::WritableFile* log : logs_) {
+    leveldb::Status s = static_cast<GuardedLogFile*>(log)->SyncIfNeeded();
+    if (!s.ok()) return s;
+  }
+  return lost_log();
 }
 
 void LogGuardEnv::NoteLostLog(const leveldb::Status& s) {

@@ -11,14 +11,21 @@
 //    switch) is synced first if anything was appended since its last sync.
 //    LevelDB syncs only the current log for a synced write, so without this
 //    the unsynced records of the old log would not be covered by a later
-//    synced write (MetaStore::Sync relies on that). A sync failing in the
-//    delete has no caller to tell: lost_log() reports it.
+//    synced write. A sync failing in the delete has no caller to tell:
+//    lost_log() reports it.
+//  * SyncLogs() syncs every open log from any thread, beside LevelDB's
+//    writer queue: MetaStore::Sync makes completed writes durable with it,
+//    without an empty synced write that would hold the queue (and every
+//    other writer) through the fsync. It syncs through a second handle of
+//    each log, so appends go on meanwhile. A log leaves the list only after
+//    its final sync, so a switch in between cannot hide unsynced records.
 //
 // Other files (tables, MANIFEST, CURRENT) are passed through.
 #pragma once
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "leveldb/env.h"
 
@@ -35,11 +42,22 @@ class LogGuardEnv : public leveldb::EnvWrapper {
   leveldb::Status lost_log() const;
   void NoteLostLog(const leveldb::Status& s);
 
+  // Syncs every open log with records appended since its last sync; the
+  // first failure (latched by that log, as a failed Sync from LevelDB is),
+  // else lost_log().
+  leveldb::Status SyncLogs();
+
+  // For the guarded log files themselves.
+  void Register(leveldb::WritableFile* log);
+  void Unregister(leveldb::WritableFile* log);
+
  private:
   leveldb::Status Wrap(const std::string& f, leveldb::Status s, leveldb::WritableFile** r);
 
   mutable std::mutex mu_;
   leveldb::Status lost_;
+  std::mutex logs_mu_;  // taken before a log's own lock
+  std::vector<leveldb::WritableFile*> logs_;  // open logs, oldest first
 };
 
 // True for LevelDB's write-ahead log names (NNNNNN.log, not the info LOG).

@@ -134,6 +134,8 @@ class MetaStore::Impl {
   // nothing new has nothing to do.
   std::atomic<uint64_t> unsynced_written_{0};
   std::atomic<uint64_t> synced_upto_{0};
+  std::mutex sync_mu_;  // one Sync() at a time
+  std::function<Status()> before_sync_;  // SetBeforeSync
 
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> writes_{0};
@@ -204,14 +206,35 @@ Status MetaStore::Write(Batch* batch, bool sync) {
   return Status::OK();
 }
 
+void MetaStore::SetBeforeSync(std::function<Status()> fn) { impl_->before_sync_ = std::move(fn); }
+
 Status MetaStore::Sync() {
   const uint64_t written = impl_->unsynced_written_.load(std::memory_order_acquire);
   if (impl_->synced_upto_.load(std::memory_order_acquire) >= written) {
     return impl_->WriteError();
   }
-  Batch empty;
-  SEPFS_RETURN_IF_ERROR(Write(&empty, /*sync=*/true));
-  return impl_->WriteError();  // an older log's sync may have failed meanwhile
+  // One caller syncs at a time; those that waited usually find their
+  // writes covered (a group commit of fsyncs).
+  std::lock_guard<std::mutex> l(impl_->sync_mu_);
+  if (impl_->synced_upto_.load(std::memory_order_acquire) >= written) {
+    return impl_->WriteError();
+  }
+  SEPFS_RETURN_IF_ERROR(impl_->WriteError());
+  impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);
+  // Every write counted here has reached a log (LevelDB appends before it
+  // returns), and the logs are synced beside LevelDB's writer queue. What
+  // those writes name (the vLog records) is made durable first.
+  const uint64_t covered = impl_->unsynced_written_.load(std::memory_order_acquire);
+  if (impl_->before_sync_) SEPFS_RETURN_IF_ERROR(impl_->before_sync_());
+  leveldb::Status s = impl_->guard_env_.SyncLogs();
+  if (!s.ok()) {
+    // The log latched the failure: LevelDB's next write to it fails too.
+    Status st = impl_->Error(s, "log sync");
+    impl_->LatchWriteError(st);
+    return st;
+  }
+  impl_->MarkSynced(covered);
+  return impl_->WriteError();
 }
 
 Status MetaStore::Scan(

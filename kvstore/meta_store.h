@@ -75,9 +75,16 @@ class MetaStore {
   // Concurrent writers enter LevelDB together: its writer queue commits the
   // synced ones waiting in one log record and one fsync.
   Status Write(Batch* batch, bool sync);
-  // Makes every write that completed before the call durable: an empty
-  // synced write, or nothing when a synced write covered them all.
+  // Makes every write that completed before the call durable: syncs the
+  // write-ahead logs directly (LogGuardEnv::SyncLogs), without holding
+  // LevelDB's writer queue, or does nothing when a sync covered them all.
+  // A failed sync makes every later Write fail, as a failed write does.
+  // The before-sync hook runs first, with the writes to cover chosen.
   Status Sync();
+  // What Sync() makes durable before the log: the filesystem syncs the
+  // vLog, so no pointer becomes durable before the record it names. Set
+  // once, before concurrent use.
+  void SetBeforeSync(std::function<Status()> fn);
 
   // Calls fn(key, value) for keys in [start, end) in order until fn returns
   // false. One iterator, one range scan.
@@ -104,7 +111,7 @@ class MetaStore {
   struct Stats {
     uint64_t gets = 0;
     uint64_t writes = 0;
-    uint64_t synced_writes = 0;
+    uint64_t synced_writes = 0;  // synced writes and Sync() calls that synced the log
     uint64_t scans = 0;
     uint64_t seeks = 0;  // iterator Seek() calls across Scan/MultiGetSorted
   };

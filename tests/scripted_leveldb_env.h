@@ -1,6 +1,7 @@
 // ScriptedEnv: a leveldb::EnvWrapper for tests that counts what reaches
-// LevelDB's writable files, fails the appends it is told to, and can make
-// write-ahead log syncs slow (to show which synced writes share one).
+// LevelDB's writable files, fails the appends and log syncs it is told to,
+// and can make write-ahead log syncs slow (to show which synced writes
+// share one, and what waits for a sync).
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@ namespace sepfs::testing {
 struct Calls {
   std::atomic<int> appends{0}, syncs{0}, closes{0}, log_syncs{0};
   std::atomic<int> fail_appends{0};  // the next this many appends fail
+  std::atomic<int> fail_log_syncs{0};  // the next this many log syncs fail
   std::atomic<int> sync_delay_ms{0};
 };
 
@@ -39,6 +41,10 @@ class ScriptedFile final : public leveldb::WritableFile {
     if (log_) {
       c_->log_syncs++;
       std::this_thread::sleep_for(std::chrono::milliseconds(c_->sync_delay_ms.load()));
+      if (c_->fail_log_syncs > 0) {
+        c_->fail_log_syncs--;
+        return leveldb::Status::IOError("scripted", "sync failed");
+      }
     }
     return f_->Sync();
   }
@@ -58,6 +64,11 @@ class ScriptedEnv : public leveldb::EnvWrapper {
   explicit ScriptedEnv(Calls* c) : leveldb::EnvWrapper(leveldb::Env::Default()), c_(c) {}
   leveldb::Status NewWritableFile(const std::string& f, leveldb::WritableFile** r) override {
     leveldb::Status s = target()->NewWritableFile(f, r);
+    if (s.ok()) *r = new ScriptedFile(*r, c_, kv::IsLevelDbLogFile(f));
+    return s;
+  }
+  leveldb::Status NewAppendableFile(const std::string& f, leveldb::WritableFile** r) override {
+    leveldb::Status s = target()->NewAppendableFile(f, r);
     if (s.ok()) *r = new ScriptedFile(*r, c_, kv::IsLevelDbLogFile(f));
     return s;
   }

@@ -35,6 +35,10 @@ class LogGuardTest : public ::testing::Test {
     EXPECT_TRUE(env_.NewWritableFile(tmp_.path() + "/" + name, &raw).ok()) << name;
     return std::unique_ptr<leveldb::WritableFile>(raw);
   }
+  // One record as LevelDB's log writer adds it: appended, then flushed.
+  static bool Record(leveldb::WritableFile* log, const std::string& data) {
+    return log->Append(data).ok() && log->Flush().ok();
+  }
   testing::TempDir tmp_;
   Calls calls_;
   ScriptedEnv scripted_{&calls_};
@@ -95,6 +99,59 @@ TEST_F(LogGuardTest, AFailedLogStaysFailedAndALeftOneIsSynced) {
   EXPECT_EQ(calls_.syncs, before);
 }
 
+// SyncLogs syncs each open log that took records since its last sync, and
+// nothing else; a deleted log is no longer its concern (it synced itself).
+TEST_F(LogGuardTest, SyncLogsSyncsOpenLogsWithNewRecords) {
+  std::unique_ptr<leveldb::WritableFile> a = Open("000011.log"), table = Open("000012.ldb");
+  ASSERT_TRUE(a && table);
+  ASSERT_TRUE(Record(a.get(), "a1"));
+  ASSERT_TRUE(table->Append("t").ok());
+  int before = calls_.log_syncs;
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 1);
+  EXPECT_EQ(calls_.syncs, before + 1);  // not the table
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 1);  // nothing new
+  std::unique_ptr<leveldb::WritableFile> b = Open("000013.log");
+  ASSERT_TRUE(b);
+  ASSERT_TRUE(Record(b.get(), "b1"));
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 2);  // b only
+  ASSERT_TRUE(Record(a.get(), "a2"));
+  ASSERT_TRUE(Record(b.get(), "b2"));
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 4);  // both
+  ASSERT_TRUE(Record(a.get(), "a3"));
+  a.reset();  // synced on its way out
+  EXPECT_EQ(calls_.log_syncs, before + 5);
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 5);
+  // Appended but not flushed (still in LevelDB's buffer when the sync
+  // began): the log stays unsynced, and the next SyncLogs syncs it again.
+  ASSERT_TRUE(b->Append("b3").ok());
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  ASSERT_TRUE(b->Flush().ok());
+  ASSERT_TRUE(env_.SyncLogs().ok());
+  EXPECT_EQ(calls_.log_syncs, before + 7);
+  EXPECT_TRUE(table->Close().ok());
+}
+
+// A sync that fails through SyncLogs latches the log like one LevelDB
+// asked for: nothing more reaches it, and every later call reports it.
+TEST_F(LogGuardTest, AFailedSyncLogsLatchesTheLog) {
+  std::unique_ptr<leveldb::WritableFile> log = Open("000014.log");
+  ASSERT_TRUE(log);
+  ASSERT_TRUE(log->Append("record").ok());
+  calls_.fail_log_syncs = 1;
+  leveldb::Status failed = env_.SyncLogs();
+  ASSERT_FALSE(failed.ok());
+  const int appends = calls_.appends;
+  EXPECT_EQ(log->Append("after").ToString(), failed.ToString());
+  EXPECT_EQ(calls_.appends, appends);
+  EXPECT_EQ(env_.SyncLogs().ToString(), failed.ToString());
+  EXPECT_EQ(log->Close().ToString(), failed.ToString());
+}
+
 TEST_F(LogGuardTest, OtherFilesPassThrough) {
   std::unique_ptr<leveldb::WritableFile> table = Open("000009.ldb");
   ASSERT_TRUE(table);
@@ -137,6 +194,57 @@ TEST(LogGuardEnv, ConcurrentSyncedWritesShareLogSyncs) {
     std::string v;
     EXPECT_TRUE(store->Get("k" + std::to_string(t), &v).ok()) << t;
   }
+}
+
+// MetaStore::Sync syncs the log beside LevelDB's writer queue: it appends
+// nothing, and a write that arrives during its (here 300 ms) sync is not
+// held up by it. A failed sync fails every later write.
+TEST(LogGuardEnv, MetaStoreSyncAppendsNothingAndHoldsNoWriter) {
+  testing::TempDir tmp;
+  Calls calls;
+  ScriptedEnv scripted(&calls);
+  MetaOptions o;
+  o.create_if_missing = true;
+  o.env = &scripted;
+  std::unique_ptr<MetaStore> store;
+  ASSERT_TRUE(MetaStore::Open(tmp.path() + "/meta", o, &store).ok());
+  Batch first;
+  first.Put("a", "1");
+  ASSERT_TRUE(store->Write(&first, /*sync=*/false).ok());
+  const int appends = calls.appends, log_syncs = calls.log_syncs;
+  calls.sync_delay_ms = 300;
+  std::atomic<bool> synced{false};
+  std::thread syncer([&] {
+    EXPECT_TRUE(store->Sync().ok());
+    synced = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (calls.log_syncs == log_syncs && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(calls.log_syncs, log_syncs + 1);
+  EXPECT_EQ(calls.appends, appends);  // no empty synced write
+  Batch second;
+  second.Put("b", "2");
+  ASSERT_TRUE(store->Write(&second, /*sync=*/false).ok());
+  EXPECT_FALSE(synced.load()) << "the write waited for the sync";
+  syncer.join();
+  calls.sync_delay_ms = 0;
+  ASSERT_TRUE(store->Sync().ok());  // covers the second write
+  EXPECT_EQ(calls.log_syncs, log_syncs + 2);
+  ASSERT_TRUE(store->Sync().ok());  // nothing new
+  EXPECT_EQ(calls.log_syncs, log_syncs + 2);
+
+  Batch third;
+  third.Put("c", "3");
+  ASSERT_TRUE(store->Write(&third, /*sync=*/false).ok());
+  calls.fail_log_syncs = 1;
+  Status st = store->Sync();
+  EXPECT_EQ(st.err(), EIO) << st.ToString();
+  Batch fourth;
+  fourth.Put("d", "4");
+  EXPECT_FALSE(store->Write(&fourth, /*sync=*/false).ok());
+  EXPECT_FALSE(store->Sync().ok());
 }
 
 // Table files take a second to create: a memtable LevelDB switched away
