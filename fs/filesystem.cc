@@ -31,8 +31,8 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->block_size_ = fs->store_->super().block_size;
   fs->inline_max_ = fs->store_->super().inline_max;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
-  // Every metadata sync (fsync, GC's quiesce, ...) makes the records that
-  // written pointers name durable first.
+  // Every metadata sync (fsync, GC's quiesce and pointer swap, checkpoints)
+  // makes the records that written pointers name durable first.
   fs->meta_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
@@ -65,6 +65,8 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
 Filesystem::~Filesystem() {
   Status st = Close();
   if (!st.ok()) std::fprintf(stderr, "sepfs: close: %s\n", st.ToString().c_str());
+  // The store closes the vLog before LevelDB: no hook may reach it then.
+  if (meta_ != nullptr) meta_->SetBeforeSync(nullptr);
 }
 
 Status Filesystem::Close() {

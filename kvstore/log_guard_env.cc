@@ -52,6 +52,9 @@ class GuardedLogFile final : public leveldb::WritableFile {
     leveldb::Status s = unsynced_ || !failed_.ok() ? SyncLocked() : leveldb::Status::OK();
     leveldb::Status c = f_->Close();
     closed_ = true;
+    // LevelDB releases may Close a log at a switch and ignore the result:
+    // SyncLogs must still report it.
+    if (!s.ok()) env_->NoteLostLog(s);
     return s.ok() ? c : s;
   }
 

@@ -188,6 +188,9 @@ Status MetaStore::Write(Batch* batch, bool sync) {
   if (sync) impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);
   SEPFS_RETURN_IF_ERROR(impl_->WriteError());
   const uint64_t before = impl_->unsynced_written_.load(std::memory_order_acquire);
+  // A synced write makes every earlier write durable too: what they name
+  // first (the hook syncs the vLog), as in Sync().
+  if (sync && impl_->before_sync_) SEPFS_RETURN_IF_ERROR(impl_->before_sync_());
   leveldb::WriteOptions wo;
   wo.sync = sync;
   leveldb::Status s = impl_->db_->Write(wo, batch->rep_.get());

@@ -81,9 +81,10 @@ class MetaStore {
   // A failed sync makes every later Write fail, as a failed write does.
   // The before-sync hook runs first, with the writes to cover chosen.
   Status Sync();
-  // What Sync() makes durable before the log: the filesystem syncs the
-  // vLog, so no pointer becomes durable before the record it names. Set
-  // once, before concurrent use.
+  // What Sync() and a synced Write() make durable before the log: the
+  // filesystem syncs the vLog, so no pointer becomes durable before the
+  // record it names. Set once, before concurrent use; cleared (nullptr)
+  // before what it calls goes away.
   void SetBeforeSync(std::function<Status()> fn);
 
   // Calls fn(key, value) for keys in [start, end) in order until fn returns
