@@ -141,22 +141,48 @@ leveldb::Status LogGuardEnv::NewAppendableFile(const std::string& f, leveldb::Wr
 
 void LogGuardEnv::Register(leveldb::WritableFile* log) {
   std::lock_guard<std::mutex> l(logs_mu_);
-  logs_.push_back(log);
+  logs_.push_back({log, 0});
 }
 
 void LogGuardEnv::Unregister(leveldb::WritableFile* log) {
-  std::lock_guard<std::mutex> l(logs_mu_);
-  logs_.erase(std::remove(logs_.begin(), logs_.end(), log), logs_.end());
+  std::unique_lock<std::mutex> l(logs_mu_);
+  auto it = std::find_if(logs_.begin(), logs_.end(), [&](const Entry& e) { return e.log == log; });
+  if (it == logs_.end()) return;
+  // A SyncLogs may be syncing this very log: it must outlive that sync.
+  unpinned_.wait(l, [&] {
+    it = std::find_if(logs_.begin(), logs_.end(), [&](const Entry& e) { return e.log == log; });
+    return it->pins == 0;
+  });
+  logs_.erase(it);
 }
 
 leveldb::Status LogGuardEnv::SyncLogs() {
-  // Held throughout: a log cannot leave (be destroyed) while it is synced.
-  std::lock_guard<std::mutex> l(logs_mu_);
-  for (leveldb::WritableFile* log : logs_) {
-    leveldb::Status s = static_cast<GuardedLogFile*>(log)->SyncIfNeeded();
-    if (!s.ok()) return s;
+  // The logs open now, pinned so that none is destroyed while it is synced;
+  // the list lock is not held through the fsyncs, so a log switch (under
+  // LevelDB's mutex) registering a new log never waits for one.
+  std::vector<leveldb::WritableFile*> logs;
+  {
+    std::lock_guard<std::mutex> l(logs_mu_);
+    for (Entry& e : logs_) {
+      e.pins++;
+      logs.push_back(e.log);
+    }
   }
-  return lost_log();
+  leveldb::Status result;
+  for (leveldb::WritableFile* log : logs) {
+    leveldb::Status s = static_cast<GuardedLogFile*>(log)->SyncIfNeeded();
+    if (result.ok() && !s.ok()) result = s;
+  }
+  {
+    std::lock_guard<std::mutex> l(logs_mu_);
+    for (leveldb::WritableFile* log : logs) {
+      for (Entry& e : logs_) {
+        if (e.log == log) e.pins--;
+      }
+    }
+  }
+  unpinned_.notify_all();
+  return result.ok() ? lost_log() : result;
 }
 
 void LogGuardEnv::NoteLostLog(const leveldb::Status& s) {

@@ -17,12 +17,15 @@
 //    writer queue: MetaStore::Sync makes completed writes durable with it,
 //    without an empty synced write that would hold the queue (and every
 //    other writer) through the fsync. It syncs through a second handle of
-//    each log, so appends go on meanwhile. A log leaves the list only after
-//    its final sync, so a switch in between cannot hide unsynced records.
+//    each log, so appends go on meanwhile, and without holding the list of
+//    logs, so a log switch does not wait for it. A log leaves the list only
+//    after its final sync (and once no SyncLogs is syncing it), so a switch
+//    in between cannot hide unsynced records.
 //
 // Other files (tables, MANIFEST, CURRENT) are passed through.
 #pragma once
 
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -56,8 +59,13 @@ class LogGuardEnv : public leveldb::EnvWrapper {
 
   mutable std::mutex mu_;
   leveldb::Status lost_;
-  std::mutex logs_mu_;  // taken before a log's own lock
-  std::vector<leveldb::WritableFile*> logs_;  // open logs, oldest first
+  struct Entry {
+    leveldb::WritableFile* log;
+    int pins;  // SyncLogs calls syncing it now: it may not be destroyed
+  };
+  std::mutex logs_mu_;  // never held through a sync
+  std::condition_variable unpinned_;
+  std::vector<Entry> logs_;  // open logs, oldest first
 };
 
 // True for LevelDB's write-ahead log names (NNNNNN.log, not the info LOG).

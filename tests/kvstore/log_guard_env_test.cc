@@ -140,6 +140,36 @@ TEST_F(LogGuardTest, SyncLogsSyncsOpenLogsWithNewRecords) {
   EXPECT_TRUE(table->Close().ok());
 }
 
+// SyncLogs does not hold the list of logs through its fsyncs: a new log
+// (LevelDB's switch, under its mutex) is registered meanwhile, and a log
+// destroyed while SyncLogs syncs it waits for that sync.
+TEST_F(LogGuardTest, ALogSwitchDoesNotWaitForSyncLogs) {
+  std::unique_ptr<leveldb::WritableFile> a = Open("000015.log");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(Record(a.get(), "a1"));
+  const int log_syncs = calls_.log_syncs;
+  calls_.sync_delay_ms = 300;
+  std::atomic<bool> done{false};
+  std::thread syncer([&] {
+    EXPECT_TRUE(env_.SyncLogs().ok());
+    done = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (calls_.log_syncs == log_syncs && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(calls_.log_syncs, log_syncs + 1);
+  std::unique_ptr<leveldb::WritableFile> b = Open("000016.log");
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(done.load()) << "opening a log waited for SyncLogs";
+  a.reset();  // synced on its way out; leaves once SyncLogs is done with it
+  syncer.join();
+  EXPECT_TRUE(done.load());
+  calls_.sync_delay_ms = 0;
+  ASSERT_TRUE(Record(b.get(), "b1"));
+  ASSERT_TRUE(env_.SyncLogs().ok());
+}
+
 // A sync that fails through SyncLogs latches the log like one LevelDB
 // asked for: nothing more reaches it, and every later call reports it.
 TEST_F(LogGuardTest, AFailedSyncLogsLatchesTheLog) {
