@@ -174,8 +174,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (in->dead) return Status::OK();
   if (in->dirty.empty() && !in->attr_dirty) {
     if (!sync) return Status::OK();
-    SEPFS_RETURN_IF_ERROR(vlog_->Sync(vlog::kNoStreams));  // its records were written
-    return meta_->Sync();
+    return meta_->Sync();  // its records were written: the hook syncs them first
   }
   std::unique_lock<std::mutex> pl(ptr_locks_.For(in->ino));
   const uint64_t ino = in->ino;
@@ -305,10 +304,10 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   // Our records were fdatasync'd before their pointers were written at all.
   // The batch's sync waits outside the pointer lock, so the next fsync's
   // vLog work overlaps it; it also makes other flushes' batches durable, so
-  // their records are synced first (a flush slipping in between may still
-  // have a pointer durable before its record: recovery drops such pointers).
-  st = vlog_->Sync(vlog::kNoStreams);
-  if (st.ok()) st = meta_->Sync();
+  // MetaStore's before-sync hook syncs their records first (a flush slipping
+  // in between may still have a pointer durable before its record: recovery
+  // drops such pointers).
+  st = meta_->Sync();
   // On failure the replaced records stay counted live: a leak of
   // accounting, never a deleted segment an older durable pointer names.
   if (st.ok()) {

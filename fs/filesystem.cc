@@ -31,10 +31,9 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->block_size_ = fs->store_->super().block_size;
   fs->inline_max_ = fs->store_->super().inline_max;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
-  // Every metadata sync (fsync, GC's quiesce and pointer swap, checkpoints)
-  // makes the records that written pointers name durable first.
+  // Every metadata sync (fsync, GC's quiesce and pointer swap, checkpoints,
+  // inode leases) makes the records that written pointers name durable first.
   fs->meta_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
-  fs->alloc_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
 
   uint64_t clean = 0;
@@ -811,9 +810,8 @@ Status Filesystem::Release(uint64_t ino) {
 
 Status Filesystem::FsyncDir(uint64_t ino) {
   (void)ino;
-  // A synced LevelDB write makes every earlier batch durable, including
-  // pointers to records that were only written: sync those records first.
-  SEPFS_RETURN_IF_ERROR(vlog_->Sync(vlog::kNoStreams));
+  // Makes every earlier batch durable, and first (MetaStore's before-sync
+  // hook) the records their pointers name.
   return meta_->Sync();
 }
 

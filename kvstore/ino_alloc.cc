@@ -32,7 +32,8 @@ Status InodeAllocator::Extend() {
     return Status::NoSpace("inode allocator: inode numbers exhausted");
   }
   const uint64_t new_end = lease_end_ + kLeaseSize;
-  if (before_sync_) SEPFS_RETURN_IF_ERROR(before_sync_());
+  // A synced write: MetaStore's before-sync hook makes the records that
+  // earlier (unsynced) batches name durable first.
   Batch batch;
   batch.Put(CounterKey(kNextInoCounter), EncodeCounter(new_end));
   Status s = store_->Write(&batch, /*sync=*/true);

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -34,10 +33,6 @@ class InodeAllocator {
   Status Init();
   // Returns a new inode number for a child of `parent`.
   Status Allocate(uint64_t parent, uint64_t* ino);
-  // Called before each synced lease write. A synced LevelDB write makes all
-  // earlier (unsynced) batches durable too; the filesystem uses this hook to
-  // make the vLog records those batches point to durable first.
-  void SetBeforeSync(std::function<Status()> fn) { before_sync_ = std::move(fn); }
   // Drops the sub-lease of a removed directory.
   void ForgetDir(uint64_t parent);
 
@@ -47,7 +42,6 @@ class InodeAllocator {
  private:
   Status Extend();  // requires mu_ held
   MetaStore* store_;
-  std::function<Status()> before_sync_;
   mutable std::mutex mu_;
   uint64_t next_ = 0;       // next unused number of the global lease
   uint64_t lease_end_ = 0;  // persisted counter value
