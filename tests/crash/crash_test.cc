@@ -661,6 +661,15 @@ void LosePower(FaultStore* fst, std::unique_ptr<Filesystem>* fs) {
   ASSERT_OK(fst->model().DropUnsyncedData());
 }
 
+// Mounts the store again (after LosePower) and reads the first n bytes of
+// the file "f" of OpenSmallStore.
+void RemountAndReadF(FaultStore* fst, std::unique_ptr<Filesystem>* fs, uint64_t n,
+                     kv::InodeRecord* got, std::string* data) {
+  ASSERT_OK(Filesystem::Open(fst->dir(), SmallStoreOptions(), fs));
+  ASSERT_OK((*fs)->Lookup(Filesystem::kRootIno, "f", got));
+  ASSERT_OK((*fs)->Read(got->ino, 0, n, data));
+}
+
 // Drops the lookup of ino, unmounts cleanly, and expects fsck to find
 // nothing, not even a note.
 void CloseAndExpectClean(FaultStore* fst, std::unique_ptr<Filesystem>* fs, uint64_t ino) {
@@ -683,7 +692,6 @@ void CloseAndExpectClean(FaultStore* fst, std::unique_ptr<Filesystem>* fs, uint6
 TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
   TempDir tmp;
   FaultStore fst(tmp);
-  const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
   kv::InodeRecord r;
   ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
@@ -701,15 +709,13 @@ TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
   bool noted = false;
   for (const auto& n : rep.notes) noted |= n.find("lost in a crash") != std::string::npos;
   EXPECT_TRUE(noted) << "fsck should note the pointers to lost records";
-  ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
+  kv::InodeRecord got;
+  std::string data;
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, 3 * kBlock, &got, &data));
   // Found through the journal: only f's pointers were checked.
   EXPECT_FALSE(fs->recovery().full_recount);
   EXPECT_EQ(fs->recovery().pointers_checked, 3u);
   EXPECT_EQ(fs->recovery().pointers_dropped, 3u);
-  kv::InodeRecord got;
-  ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
-  std::string data;
-  ASSERT_OK(fs->Read(got.ino, 0, 3 * kBlock, &data));
   EXPECT_EQ(data, std::string(3 * kBlock, '\0'));
   EXPECT_EQ(got.blocks, 0u);
   CloseAndExpectClean(&fst, &fs, got.ino);
@@ -724,7 +730,6 @@ TEST(CrashTest, PointerDurableBeforeRecordIsSeenAndDroppedAtMount) {
 TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   TempDir tmp;
   FaultStore fst(tmp);
-  const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
   kv::InodeRecord r;
   ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
@@ -740,15 +745,13 @@ TEST(CrashTest, RecordWhosePointerBatchWasLostIsReplayed) {
   ASSERT_OK(fs->store()->vlog()->Sync());  // the records are durable, the batch is not
   ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   EXPECT_EQ(fst.FsckErrors(), "");
-  ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
+  kv::InodeRecord got;
+  std::string data;
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, 3 * kBlock, &got, &data));
   EXPECT_FALSE(fs->recovery().full_recount);
   EXPECT_EQ(fs->recovery().records_scanned, 2u);
   EXPECT_EQ(fs->recovery().pointers_replayed, 1u);
-  kv::InodeRecord got;
-  ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
   EXPECT_EQ(got.size, 2 * kBlock);
-  std::string data;
-  ASSERT_OK(fs->Read(got.ino, 0, 3 * kBlock, &data));
   EXPECT_TRUE(data == first.substr(0, kBlock) + second);
   CloseAndExpectClean(&fst, &fs, got.ino);
 }
@@ -763,7 +766,6 @@ void ExpectSyncMakesRecordsDurable(bool synced_write) {
   SCOPED_TRACE(synced_write ? "synced write" : "Sync");
   TempDir tmp;
   FaultStore fst(tmp);
-  const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
   kv::InodeRecord r;
   ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
@@ -782,12 +784,10 @@ void ExpectSyncMakesRecordsDurable(bool synced_write) {
   }
   ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   EXPECT_EQ(fst.FsckErrors(), "");
-  ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
-  EXPECT_EQ(fs->recovery().pointers_dropped, 0u);
   kv::InodeRecord got;
-  ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
   std::string data;
-  ASSERT_OK(fs->Read(got.ino, 0, 3 * kBlock, &data));
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, 3 * kBlock, &got, &data));
+  EXPECT_EQ(fs->recovery().pointers_dropped, 0u);
   EXPECT_TRUE(data == v2);  // the sync made the overwrite durable, records and all
   CloseAndExpectClean(&fst, &fs, got.ino);
 }
@@ -802,7 +802,6 @@ TEST(CrashTest, MetadataSyncMakesTheRecordsOfItsPointersDurable) {
 TEST(CrashTest, FsyncedInlineDataSurvivesPowerLoss) {
   TempDir tmp;
   FaultStore fst(tmp);
-  const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
   kv::InodeRecord r;
   ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
@@ -813,11 +812,9 @@ TEST(CrashTest, FsyncedInlineDataSurvivesPowerLoss) {
   ASSERT_OK(fs->Flush(r.ino));  // in LevelDB's log, not synced
   ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   EXPECT_EQ(fst.FsckErrors(), "");
-  ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
   kv::InodeRecord got;
-  ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
   std::string data;
-  ASSERT_OK(fs->Read(got.ino, 0, kBlock, &data));
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, kBlock, &got, &data));
   EXPECT_TRUE(data == synced) << data.size();
   CloseAndExpectClean(&fst, &fs, got.ino);
 }
@@ -828,7 +825,6 @@ TEST(CrashTest, FsyncedInlineDataSurvivesPowerLoss) {
 TEST(CrashTest, RecordCutToInlineDataIsNotReplayed) {
   TempDir tmp;
   FaultStore fst(tmp);
-  const FsOptions o = SmallStoreOptions();
   std::unique_ptr<Filesystem> fs;
   kv::InodeRecord r;
   ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
@@ -847,14 +843,12 @@ TEST(CrashTest, RecordCutToInlineDataIsNotReplayed) {
   ASSERT_OK(fs->Fsync(r.ino, false));
   ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
   EXPECT_EQ(fst.FsckErrors(), "");
-  ASSERT_OK(Filesystem::Open(fst.dir(), o, &fs));
+  kv::InodeRecord got;
+  std::string data;
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, kBlock, &got, &data));
   EXPECT_GE(fs->recovery().records_scanned, 1u);
   EXPECT_EQ(fs->recovery().pointers_replayed, 0u);
-  kv::InodeRecord got;
-  ASSERT_OK(fs->Lookup(Filesystem::kRootIno, "f", &got));
   EXPECT_EQ(got.size, kBlock);
-  std::string data;
-  ASSERT_OK(fs->Read(got.ino, 0, kBlock, &data));
   std::string want = full.substr(0, 500);
   want.resize(kBlock, '\0');
   EXPECT_TRUE(data == want);

@@ -26,6 +26,23 @@ namespace {
 using sepfs::testing::Calls;
 using sepfs::testing::ScriptedEnv;
 
+// A new MetaStore in tmp whose LevelDB goes through env.
+void OpenScripted(const testing::TempDir& tmp, ScriptedEnv* env,
+                  std::unique_ptr<MetaStore>* store) {
+  MetaOptions o;
+  o.create_if_missing = true;
+  o.env = env;
+  ASSERT_TRUE(MetaStore::Open(tmp.path() + "/meta", o, store).ok());
+}
+
+// Waits (at most 5 s) until a log sync after the first `before` began.
+void WaitForLogSyncAfter(const Calls& calls, int before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (calls.log_syncs == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+}
+
 // The guard over a ScriptedEnv, and its files opened in a temporary
 // directory.
 class LogGuardTest : public ::testing::Test {
@@ -154,10 +171,7 @@ TEST_F(LogGuardTest, ALogSwitchDoesNotWaitForSyncLogs) {
     EXPECT_TRUE(env_.SyncLogs().ok());
     done = true;
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (calls_.log_syncs == log_syncs && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  WaitForLogSyncAfter(calls_, log_syncs);
   ASSERT_EQ(calls_.log_syncs, log_syncs + 1);
   std::unique_ptr<leveldb::WritableFile> b = Open("000016.log");
   ASSERT_TRUE(b);
@@ -204,11 +218,8 @@ TEST(LogGuardEnv, ConcurrentSyncedWritesShareLogSyncs) {
   testing::TempDir tmp;
   Calls calls;
   ScriptedEnv scripted(&calls);
-  MetaOptions o;
-  o.create_if_missing = true;
-  o.env = &scripted;
   std::unique_ptr<MetaStore> store;
-  ASSERT_TRUE(MetaStore::Open(tmp.path() + "/meta", o, &store).ok());
+  ASSERT_NO_FATAL_FAILURE(OpenScripted(tmp, &scripted, &store));
   calls.sync_delay_ms = 50;
   const int log_syncs = calls.log_syncs;
   constexpr int kWriters = 8;
@@ -237,11 +248,8 @@ TEST(LogGuardEnv, MetaStoreSyncAppendsNothingAndHoldsNoWriter) {
   testing::TempDir tmp;
   Calls calls;
   ScriptedEnv scripted(&calls);
-  MetaOptions o;
-  o.create_if_missing = true;
-  o.env = &scripted;
   std::unique_ptr<MetaStore> store;
-  ASSERT_TRUE(MetaStore::Open(tmp.path() + "/meta", o, &store).ok());
+  ASSERT_NO_FATAL_FAILURE(OpenScripted(tmp, &scripted, &store));
   Batch first;
   first.Put("a", "1");
   ASSERT_TRUE(store->Write(&first, /*sync=*/false).ok());
@@ -252,10 +260,7 @@ TEST(LogGuardEnv, MetaStoreSyncAppendsNothingAndHoldsNoWriter) {
     EXPECT_TRUE(store->Sync().ok());
     synced = true;
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (calls.log_syncs == log_syncs && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  WaitForLogSyncAfter(calls, log_syncs);
   ASSERT_EQ(calls.log_syncs, log_syncs + 1);
   EXPECT_EQ(calls.appends, appends);  // no empty synced write
   Batch second;
