@@ -17,6 +17,7 @@
 #include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
+#include "fs/fuse_uring.h"
 
 namespace sepfs::fs {
 
@@ -185,6 +186,20 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     fuse_remove_signal_handlers(se.get());
     return 1;
   }
+  std::unique_ptr<FuseUring> uring;  // joined before the session goes
+  if (req.options.io_uring) {
+    FuseUring::Options uo;
+    uo.threads_per_queue = req.options.threads;
+    uo.idle_handoff = req.options.idle_handoff;
+    uo.max_write = req.options.max_write;
+    st = FuseUring::Prepare(se.get(), fuse_session_fd(se.get()), &ctx.wire, uo, &uring);
+    if (st.ok()) {
+      ctx.wire.transport = uring.get();
+    } else {
+      std::fprintf(stderr, "sepfs: %s: requests go through /dev/fuse only\n",
+                   st.ToString().c_str());
+    }
+  }
   TuneBdi(real_mountpoint, req.options);
   pipe->Report(0);
   if (!req.foreground) DetachStdio(req.store);
@@ -197,6 +212,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fuse_loop_cfg_destroy(cfg);
   fuse_remove_signal_handlers(se.get());
   fuse_session_unmount(se.get());
+  if (uring) uring->Stop();
   st = fs->Close();
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs: closing %s: %s\n", req.store.c_str(), st.ToString().c_str());

@@ -12,6 +12,7 @@
 
 #include "fs/clock.h"
 #include "fs/dir_cookie.h"
+#include "fs/fuse_uring.h"
 
 namespace sepfs::fs {
 
@@ -562,10 +563,24 @@ void ReplyXattr(fuse_req_t req, const Status& st, const std::string& value, size
   }
 }
 
+std::string TransportText(const FuseContext* ctx) {
+  const FuseUring* u = ctx->wire.transport;
+  if (u != nullptr && ctx->wire.uring.load()) return u->Describe();
+  if (!ctx->options.io_uring) return "/dev/fuse (io_uring not asked for: -o io_uring)";
+  if (!ctx->wire.init_offers_uring.load()) {
+    return "/dev/fuse (the kernel offers no io_uring: fuse module parameter enable_uring is off "
+           "or the kernel predates 6.14)";
+  }
+  return "/dev/fuse (io_uring could not be prepared)";
+}
+
 void OpGetxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Guard(req, [&] {
     std::string value;
     Status st = Fs(req)->GetXattr(ino, name, &value);
+    if (st.ok() && ino == Filesystem::kRootIno && std::string_view(name) == "sepfs.stats") {
+      value += "fuse transport: " + TransportText(Ctx(req)) + "\n";
+    }
     ReplyXattr(req, st, value, size);
   });
 }

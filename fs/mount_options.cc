@@ -74,6 +74,12 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       o->direct_io = false;
     } else if (opt == "nokillpriv") {
       o->killpriv_v2 = false;
+    } else if (opt == "noio_uring") {
+      o->io_uring = false;
+    } else if (opt == "io_uring") {
+      o->io_uring = true;
+    } else if (opt == "noidle_handoff") {
+      o->idle_handoff = false;
     } else if (opt == "noreaddirplus") {
       o->readdirplus = false;
     } else if (opt == "noparallel_dirops") {

@@ -56,13 +56,24 @@ struct MountOptions {
   // which cuts a FUSE round trip several-fold on VMs whose idle vCPUs halt,
   // and costs power. Off unless asked for; needs root.
   std::optional<unsigned> cpu_latency;
+  // io_uring: requests come over io_uring when the kernel offers it (Linux
+  // 6.14+ with the fuse module's enable_uring parameter on;
+  // fs/fuse_uring.h), each served on the CPU its caller runs on. Off by
+  // default (noio_uring): metadata round trips gain, but streaming reads
+  // and writes lose the second CPU (bench/RESULTS.md).
+  bool io_uring = false;
+  // noidle_handoff: io_uring threads stay SCHED_OTHER while they wait
+  // (fs/fuse_uring.h, "Idle handoff"), and callers migrate between CPUs.
+  bool idle_handoff = true;
   // Every change to the namespace and attributes goes through this mount,
   // and the kernel invalidates what it changes, so long timeouts are safe.
   double attr_timeout = 60.0;      // attr_timeout=SEC (0..kMaxSeconds)
   double entry_timeout = 60.0;     // entry_timeout=SEC (0..kMaxSeconds)
   double flush_interval = 5.0;     // flush_interval=SEC (kMinFlushInterval..kMaxSeconds)
   unsigned cache_mb = 64;          // cache_mb=N: metadata block cache
-  unsigned threads = DefaultFuseThreads();  // threads=N: FUSE worker threads
+  // threads=N: FUSE worker threads for /dev/fuse, and as many again per
+  // CPU queue when requests come over io_uring.
+  unsigned threads = DefaultFuseThreads();
   bool prefetch_seq = true;        // noprefetch_seq: no sequential-read prefetch
   bool prefetch_dir = true;        // noprefetch_dir: no readdir-triggered prefetch
   unsigned prefetch_threads = 8;   // prefetch_threads=N

@@ -1,5 +1,6 @@
 // The /dev/fuse shim: which requests carry "kill set-id bits", and the one
-// reply it patches (INIT, to accept FUSE_HANDLE_KILLPRIV_V2).
+// reply it patches (INIT, to accept FUSE_HANDLE_KILLPRIV_V2 and
+// FUSE_OVER_IO_URING).
 #include "fs/fuse_wire.h"
 
 #include <gtest/gtest.h>
@@ -7,7 +8,10 @@
 #include <sys/uio.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include "fs/fuse_uring.h"
 
 namespace sepfs::fs {
 namespace {
@@ -41,11 +45,12 @@ InitReply ReplyTo(uint64_t unique, uint32_t flags) {
   return r;
 }
 
-std::vector<char> Init(uint64_t unique, uint32_t flags) {
+std::vector<char> Init(uint64_t unique, uint32_t flags, uint32_t flags2 = 0) {
   fuse_init_in in{};
   in.major = 7;
   in.minor = 38;
   in.flags = flags;
+  in.flags2 = flags2;
   return Request(FUSE_INIT, unique, in);
 }
 
@@ -93,6 +98,70 @@ TEST(FuseWireTest, AcceptsKillprivV2OnlyWhenTheKernelOffersIt) {
   iov = err.Iov();
   PatchReply(iov.data(), 1, &failed);
   EXPECT_FALSE(failed.killpriv_v2.load());
+}
+
+// A transport that is prepared but never started: only its address matters
+// to PatchReply.
+std::unique_ptr<FuseUring> IdleTransport(WireState* s) {
+  std::unique_ptr<FuseUring> u;
+  FuseUring::Options o;
+  o.threads_per_queue = 1;
+  Status st = FuseUring::Prepare(nullptr, -1, s, o, &u);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return u;
+}
+
+// Passes an INIT request (flags, flags2) and its reply through the shim:
+// the reply's flags2 as patched, and whether the transport is to start.
+struct Negotiated {
+  uint32_t flags2;
+  bool start;
+};
+Negotiated Negotiate(WireState* s, uint64_t unique, uint32_t flags, uint32_t flags2) {
+  auto init = Init(unique, flags, flags2);
+  InspectRequest(init.data(), init.size(), s);
+  InitReply r = ReplyTo(unique, FUSE_INIT_EXT | FUSE_ASYNC_READ);
+  auto iov = r.Iov();
+  const bool start = PatchReply(iov.data(), static_cast<int>(iov.size()), s);
+  return {r.out.flags2, start};
+}
+
+TEST(FuseWireTest, AcceptsIoUringOnlyWithATransportAndTheKernelsOffer) {
+  const uint32_t ext = FUSE_INIT_EXT | FUSE_ASYNC_READ;
+  WireState s;
+  std::unique_ptr<FuseUring> u = IdleTransport(&s);
+  ASSERT_NE(u, nullptr);
+  s.transport = u.get();
+  Negotiated n = Negotiate(&s, 5, ext, kInitFlags2OverIoUring);
+  EXPECT_TRUE(n.start);
+  EXPECT_EQ(n.flags2, kInitFlags2OverIoUring);
+  EXPECT_TRUE(s.uring.load());
+  // One INIT per session: a later reply with the same unique is left alone.
+  InitReply again = ReplyTo(5, ext);
+  auto iov = again.Iov();
+  EXPECT_FALSE(PatchReply(iov.data(), static_cast<int>(iov.size()), &s));
+  EXPECT_EQ(again.out.flags2, 0u);
+
+  // The kernel does not offer it (enable_uring off, or older than 6.14).
+  WireState not_offered;
+  not_offered.transport = u.get();
+  n = Negotiate(&not_offered, 6, ext, 0);
+  EXPECT_FALSE(n.start);
+  EXPECT_EQ(n.flags2, 0u);
+  EXPECT_FALSE(not_offered.uring.load());
+
+  // No transport (io_uring not asked for, or it could not be prepared).
+  WireState none;
+  n = Negotiate(&none, 7, ext, kInitFlags2OverIoUring);
+  EXPECT_FALSE(n.start);
+  EXPECT_EQ(n.flags2, 0u);
+
+  // Without FUSE_INIT_EXT in the request's flags, its flags2 means nothing.
+  WireState no_ext;
+  no_ext.transport = u.get();
+  n = Negotiate(&no_ext, 8, FUSE_ASYNC_READ, kInitFlags2OverIoUring);
+  EXPECT_FALSE(n.start);
+  EXPECT_EQ(n.flags2, 0u);
 }
 
 TEST(FuseWireTest, KillFlagsFollowTheRequestOnThisThread) {

@@ -69,5 +69,17 @@ TEST(MountOptions, BufferedVlogTurnsDirectWritesOff) {
   EXPECT_FALSE(o.direct_io);
 }
 
+TEST(MountOptions, IoUringIsAskedForAndTheLastWordCounts) {
+  MountOptions o;
+  EXPECT_FALSE(o.io_uring);
+  EXPECT_TRUE(o.idle_handoff);
+  ASSERT_TRUE(ParseMountOptions("io_uring,noidle_handoff", &o).ok());
+  EXPECT_TRUE(o.io_uring);
+  EXPECT_FALSE(o.idle_handoff);
+  ASSERT_TRUE(ParseMountOptions("noio_uring", &o).ok());
+  EXPECT_FALSE(o.io_uring);
+  EXPECT_TRUE(o.passthrough.empty());  // none of them reaches libfuse
+}
+
 }  // namespace
 }  // namespace sepfs::fs

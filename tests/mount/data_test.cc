@@ -67,7 +67,7 @@ class DataTest : public MountFixture,
 
 INSTANTIATE_TEST_SUITE_P(Modes, DataTest,
                          ::testing::Values("default", "nowriteback", "open_requests",
-                                           "buffered_vlog"));
+                                           "buffered_vlog", "io_uring"));
 
 // The counter `key` of the daemon's statistics (sepfs stats).
 uint64_t StatsCounter(const std::string& mnt, const std::string& key) {

@@ -1,0 +1,374 @@
+#include "fs/fuse_uring.h"
+
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "fs/fuse_wire.h"
+#include "fs/uring.h"
+
+namespace sepfs::fs {
+
+namespace {
+
+// The kernel's ABI (include/uapi/linux/fuse.h, protocol 7.42); Debian's
+// headers predate it.
+struct UringEntInOut {
+  uint64_t flags;
+  uint64_t commit_id;  // the request's unique
+  uint32_t payload_sz;
+  uint32_t padding;
+  uint64_t reserved;
+};
+struct UringReqHeader {
+  char in_out[128];  // fuse_in_header in, fuse_out_header out
+  char op_in[128];   // the request's first argument
+  UringEntInOut ring_ent_in_out;
+};
+static_assert(sizeof(UringReqHeader) == 288);
+struct UringCmdReq {
+  uint64_t flags;
+  uint64_t commit_id;
+  uint16_t qid;
+  uint8_t padding[6];
+};
+constexpr uint32_t kCmdRegister = 1;
+constexpr uint32_t kCmdCommitAndFetch = 2;
+
+constexpr uint64_t kUserEntry = 1;  // the entry's command completed
+constexpr uint64_t kUserStop = 2;   // Stop()'s wake-up
+// Room before the payload for the rebuilt fuse_in_header and first argument.
+constexpr size_t kPrefix = 4096;
+constexpr size_t kMinPayload = 32 * 4096;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ pages
+
+// A private anonymous mapping (pages are resident only once touched).
+struct Mapping {
+  void* p = nullptr;
+  size_t len = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (p != nullptr) ::munmap(p, len);
+  }
+  bool Map(size_t n) {
+    void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    p = m;
+    len = n;
+    return true;
+  }
+};
+
+bool ConnectionEnded(int res) {
+  return res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED || res == -ENODEV;
+}
+
+size_t IovTotal(const struct iovec* iov, int count) {
+  size_t n = 0;
+  for (int i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+}  // namespace
+
+struct FuseUring::Entry {
+  uint16_t qid = 0;
+  std::unique_ptr<Uring> ring;
+  std::mutex sq_mu;  // the ring's submissions: its thread, Stop, a reply from elsewhere
+  Mapping header_map;
+  Mapping area_map;  // kPrefix bytes, then the payload
+  UringReqHeader* header = nullptr;
+  char* payload = nullptr;
+  struct iovec iov[2]{};
+  uint32_t last_cmd = kCmdRegister;
+  uint64_t last_commit = 0;
+  // Set by a reply from the entry's own thread: the commit goes with the
+  // thread's next wait, one system call for both.
+  bool commit_pending = false;
+  uint64_t pending_unique = 0;
+  // The unique of the request its handler is serving; 0 when none.
+  std::atomic<uint64_t> unique{0};
+  std::thread thread;
+};
+
+namespace {
+thread_local FuseUring::Entry* t_entry = nullptr;
+}  // namespace
+
+unsigned PossibleCpus() {
+  std::ifstream f("/sys/devices/system/cpu/possible");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  // A list of ranges, "0-1" or "0,2-5": the highest CPU plus one.
+  unsigned highest = 0;
+  bool any = false;
+  std::stringstream ss(line);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const size_t dash = part.find('-');
+    const std::string last = dash == std::string::npos ? part : part.substr(dash + 1);
+    try {
+      highest = std::max(highest, static_cast<unsigned>(std::stoul(last)));
+      any = true;
+    } catch (...) {
+      return 0;
+    }
+  }
+  return any ? highest + 1 : 0;
+}
+
+Status FuseUring::Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
+                          const Options& options, std::unique_ptr<FuseUring>* out) {
+  const unsigned queues = PossibleCpus();
+  if (queues == 0 || queues > 1024) {
+    return Status::IOError("io_uring: cannot read the possible CPUs");
+  }
+  std::unique_ptr<FuseUring> u(new FuseUring());
+  u->se_ = se;
+  u->dev_fd_ = dev_fd;
+  u->wire_ = wire;
+  u->queues_ = queues;
+  // Returning from SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE >= 20.
+  struct rlimit nice{};
+  u->idle_handoff_ = options.idle_handoff &&
+                     (::geteuid() == 0 || (getrlimit(RLIMIT_NICE, &nice) == 0 && nice.rlim_cur >= 20));
+  const size_t page = 4096;
+  // The kernel refuses an entry whose payload is smaller than max_write,
+  // max_pages pages, or 8 KiB. max_pages is at least its default of 32 and,
+  // with libfuse 3.14, covers max_write.
+  u->payload_bytes_ =
+      (std::max<size_t>(options.max_write, kMinPayload) + page - 1) / page * page;
+  const unsigned per_queue = std::max(1u, options.threads_per_queue);
+  for (unsigned q = 0; q < queues; ++q) {
+    for (unsigned t = 0; t < per_queue; ++t) {
+      auto e = std::make_unique<Entry>();
+      e->qid = static_cast<uint16_t>(q);
+      // Room for the entry's command plus Stop()'s wake-up and a reply
+      // from another thread.
+      Status st = Uring::Open(4, &e->ring);
+      if (!st.ok()) return st;
+      if (!e->header_map.Map(page) || !e->area_map.Map(kPrefix + u->payload_bytes_)) {
+        return Status::FromErrno(errno, "io_uring: buffers");
+      }
+      e->header = static_cast<UringReqHeader*>(e->header_map.p);
+      e->payload = static_cast<char*>(e->area_map.p) + kPrefix;
+      e->iov[0] = {e->header, sizeof(UringReqHeader)};
+      e->iov[1] = {e->payload, u->payload_bytes_};
+      u->entries_.push_back(std::move(e));
+    }
+  }
+  *out = std::move(u);
+  return Status::OK();
+}
+
+FuseUring::~FuseUring() { Stop(); }
+
+void FuseUring::Start() {
+  if (started_.exchange(true)) return;
+  for (auto& e : entries_) {
+    Entry* raw = e.get();
+    raw->thread = std::thread([this, raw] { Serve(raw); });
+  }
+}
+
+void FuseUring::Stop() {
+  if (stopped_.exchange(true)) return;
+  for (auto& e : entries_) {
+    if (!e->thread.joinable()) continue;
+    {
+      std::lock_guard<std::mutex> l(e->sq_mu);
+      if (io_uring_sqe* sqe = e->ring->Prepare()) {
+        sqe->opcode = IORING_OP_NOP;
+        sqe->user_data = kUserStop;
+        (void)e->ring->Submit();
+      }
+    }
+    e->thread.join();
+  }
+}
+
+void FuseUring::SubmitCommand(Entry* e, uint32_t cmd_op, uint64_t commit_id, bool now) {
+  std::lock_guard<std::mutex> l(e->sq_mu);
+  e->last_cmd = cmd_op;
+  e->last_commit = commit_id;
+  io_uring_sqe* sqe = e->ring->Prepare();
+  if (sqe == nullptr) {  // cannot happen: one command in flight per entry
+    (void)e->ring->Submit();
+    sqe = e->ring->Prepare();
+    if (sqe == nullptr) return;
+  }
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = dev_fd_;
+  sqe->cmd_op = cmd_op;
+  sqe->user_data = kUserEntry;
+  if (cmd_op == kCmdRegister) {
+    sqe->addr = reinterpret_cast<uint64_t>(e->iov);
+    sqe->len = 2;
+  }
+  UringCmdReq req{};
+  req.qid = e->qid;
+  req.commit_id = commit_id;
+  std::memcpy(sqe->cmd, &req, sizeof(req));
+  if (now) {
+    (void)e->ring->Submit();
+  } else {
+    e->ring->Publish();  // the thread's next Wait submits it
+  }
+}
+
+void FuseUring::Serve(Entry* e) {
+  // An offline CPU cannot be pinned to; its queue then serves from anywhere.
+  PinTo(e->qid);
+  SubmitCommand(e, kCmdRegister, 0, /*now=*/false);
+  for (;;) {
+    // Submits the entry's command (a commit, or a first REGISTER) and waits.
+    const int w = e->ring->Wait();
+    if (w < 0 && w != -EINTR) {
+      std::fprintf(stderr, "sepfs: io_uring wait: %s\n", std::strerror(-w));
+      return;
+    }
+    io_uring_cqe cqe;
+    while (e->ring->Reap(&cqe)) {
+      if (cqe.user_data == kUserStop) return;
+      if (cqe.res == 0) {
+        Handle(e);
+        if (e->commit_pending) {
+          e->commit_pending = false;
+          SubmitCommand(e, kCmdCommitAndFetch, e->pending_unique, /*now=*/false);
+        }
+        continue;
+      }
+      if (ConnectionEnded(cqe.res)) return;
+      if (cqe.res == -EINTR || cqe.res == -EAGAIN) {
+        SubmitCommand(e, e->last_cmd, e->last_commit, /*now=*/false);
+        continue;
+      }
+      // A refused REGISTER makes the kernel fall back to /dev/fuse for the
+      // whole connection; note the first cause for the statistics.
+      int expected = 0;
+      first_error_.compare_exchange_strong(expected, -cqe.res);
+      failed_.fetch_add(1);
+      if (e->last_cmd == kCmdCommitAndFetch) {
+        // The reply was refused (its request is gone): offer the entry again.
+        SubmitCommand(e, kCmdRegister, 0, /*now=*/false);
+        continue;
+      }
+      return;
+    }
+  }
+}
+
+void FuseUring::Handle(Entry* e) {
+  if (idle_handoff_.load(std::memory_order_relaxed)) {
+    struct sched_param sp{};
+    if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0) {
+      // Without the right to return from SCHED_IDLE the handoff would leave
+      // handlers at idle priority: stop it (this thread is stuck; the next
+      // flip never comes for the others).
+      if (idle_handoff_.exchange(false)) {
+        std::fprintf(stderr, "sepfs: io_uring idle handoff off: %s\n", std::strerror(errno));
+      }
+    }
+  }
+  fuse_in_header in;
+  std::memcpy(&in, e->header->in_out, sizeof(in));
+  const UringEntInOut io = e->header->ring_ent_in_out;
+  const size_t fixed = sizeof(fuse_in_header);
+  // in.len counts every argument; the first sits in op_in, the rest in the
+  // payload.
+  if (in.len < fixed + io.payload_sz || io.payload_sz > payload_bytes_ ||
+      in.len - fixed - io.payload_sz > sizeof(e->header->op_in)) {
+    fuse_out_header out{sizeof(fuse_out_header), -EIO, io.commit_id};
+    std::memcpy(e->header->in_out, &out, sizeof(out));
+    e->header->ring_ent_in_out.payload_sz = 0;
+    SubmitCommand(e, kCmdCommitAndFetch, io.commit_id, /*now=*/false);
+    return;
+  }
+  const size_t op_len = in.len - fixed - io.payload_sz;
+  char* start = e->payload - fixed - op_len;
+  std::memcpy(start, &in, fixed);
+  std::memcpy(start + fixed, e->header->op_in, op_len);
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  e->unique.store(in.unique);
+  t_entry = e;
+  InspectRequest(start, in.len, wire_);
+  struct fuse_buf buf{};
+  buf.size = in.len;
+  buf.mem = start;
+  fuse_session_process_buf(se_, &buf);
+  t_entry = nullptr;
+}
+
+void FuseUring::PinTo(unsigned cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+bool FuseUring::Reply(struct iovec* iov, int count, ssize_t* result) {
+  fuse_out_header out;
+  const size_t total = IovTotal(iov, count);
+  if (total < sizeof(out)) return false;
+  if (!IovAccess(iov, count, 0, &out, sizeof(out), /*write=*/false)) return false;
+  if (out.unique == 0) return false;  // a notification: /dev/fuse only
+  Entry* e = t_entry;
+  if (e == nullptr || e->unique.load() != out.unique) {
+    e = nullptr;
+    for (auto& c : entries_) {
+      if (c->unique.load() == out.unique) {
+        e = c.get();
+        break;
+      }
+    }
+    if (e == nullptr) return false;
+  }
+  const size_t body = total - sizeof(out);
+  if (body > payload_bytes_) {
+    out.error = -EIO;
+    *result = -EINVAL;
+  } else {
+    (void)IovAccess(iov, count, sizeof(out), e->payload, body, /*write=*/false);
+    *result = static_cast<ssize_t>(total);
+  }
+  std::memcpy(e->header->in_out, &out, sizeof(out));
+  e->header->ring_ent_in_out.payload_sz = out.error == 0 ? static_cast<uint32_t>(body) : 0;
+  e->unique.store(0);
+  if (e == t_entry) {
+    e->commit_pending = true;
+    e->pending_unique = out.unique;
+    if (idle_handoff_.load(std::memory_order_relaxed)) {
+      struct sched_param sp{};
+      (void)sched_setscheduler(0, SCHED_IDLE, &sp);
+    }
+  } else {
+    SubmitCommand(e, kCmdCommitAndFetch, out.unique, /*now=*/true);
+  }
+  return true;
+}
+
+std::string FuseUring::Describe() const {
+  std::ostringstream s;
+  s << "io_uring, " << queues_ << " queues x " << entries_.size() / std::max(1u, queues_)
+    << " threads" << (idle_handoff_.load() ? " (idle handoff)" : "") << ", " << requests()
+    << " requests";
+  if (const unsigned f = failed_.load()) {
+    s << ", " << f << " commands refused (" << std::strerror(first_error_.load()) << ")";
+  }
+  return s.str();
+}
+
+}  // namespace sepfs::fs

@@ -1,0 +1,192 @@
+// How requests reach the daemon: with -o io_uring over io_uring when the
+// kernel offers it (Linux 6.14+ with the fuse module's enable_uring on;
+// tools/install-deps turns it on), otherwise through /dev/fuse. Every test
+// here needs the kernel's io_uring support and fails, naming the parameter,
+// without it.
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mount_fixture.h"
+
+namespace sepfs::mounttest {
+namespace {
+
+constexpr char kEnableUring[] = "/sys/module/fuse/parameters/enable_uring";
+
+// Turns the kernel's FUSE io_uring support on (root may); fails the test,
+// saying why, when this kernel has none.
+void EnableKernelUring() {
+  std::string v;
+  ASSERT_EQ(ReadFileErrno(kEnableUring, &v), 0)
+      << kEnableUring << " is missing: this kernel has no FUSE over io_uring (Linux 6.14+)";
+  if (!v.empty() && v[0] == 'Y') return;
+  UniqueFd fd(::open(kEnableUring, O_WRONLY));
+  ASSERT_TRUE(fd.ok()) << kEnableUring << ": " << strerror(errno);
+  ASSERT_EQ(::write(fd.get(), "Y", 1), 1) << kEnableUring << ": " << strerror(errno);
+}
+
+std::string Stats(const std::string& mnt) {
+  std::vector<char> buf(256 * 1024);
+  const ssize_t n = ::getxattr(mnt.c_str(), "sepfs.stats", buf.data(), buf.size());
+  EXPECT_GT(n, 0) << strerror(errno);
+  return n > 0 ? std::string(buf.data(), static_cast<size_t>(n)) : "";
+}
+
+// The "fuse transport:" line of the statistics.
+std::string Transport(const std::string& mnt) {
+  const std::string s = Stats(mnt);
+  const std::string key = "fuse transport: ";
+  const size_t at = s.find(key);
+  EXPECT_NE(at, std::string::npos) << s;
+  if (at == std::string::npos) return "";
+  const size_t end = s.find('\n', at);
+  return s.substr(at + key.size(), end - at - key.size());
+}
+
+// The request count of an io_uring transport line ("..., N requests").
+uint64_t RingRequests(const std::string& line) {
+  const size_t end = line.find(" requests");
+  EXPECT_NE(end, std::string::npos) << line;
+  if (end == std::string::npos) return 0;
+  const size_t start = line.rfind(' ', end - 1);
+  return std::stoull(line.substr(start + 1, end - start - 1));
+}
+
+unsigned Cpus() { return static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN))); }
+
+class UringTest : public MountFixture {
+ protected:
+  UringTest() { mount_options_ = {"io_uring"}; }
+
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(EnableKernelUring());
+    MountFixture::SetUp();
+  }
+
+  // Writes, reads back, renames, lists, sets an xattr and removes files
+  // named by `tag`: each a request or several.
+  void Exercise(const std::string& tag) {
+    const std::string data = RandomBytes(3 * (1 << 20) + 123, std::hash<std::string>{}(tag));
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P(tag), data));
+    {
+      UniqueFd fd(::open(P(tag).c_str(), O_RDWR));
+      ASSERT_TRUE(fd.ok()) << strerror(errno);
+      ASSERT_SYS_OK(::fsync(fd.get()));
+    }
+    EXPECT_TRUE(SameBytes(ReadFile(P(tag)), data));
+    ASSERT_SYS_OK(::rename(P(tag).c_str(), P(tag + ".moved").c_str()));
+    ASSERT_SYS_OK(::setxattr(P(tag + ".moved").c_str(), "user.k", "v", 1, 0));
+    char v[8];
+    EXPECT_EQ(::getxattr(P(tag + ".moved").c_str(), "user.k", v, sizeof(v)), 1);
+    struct stat st {};
+    ASSERT_SYS_OK(::stat(P(tag + ".moved").c_str(), &st));
+    EXPECT_EQ(st.st_size, static_cast<off_t>(data.size()));
+    ASSERT_SYS_OK(::unlink(P(tag + ".moved").c_str()));
+    EXPECT_ERRNO(::stat(P(tag + ".moved").c_str(), &st), ENOENT);
+  }
+};
+
+TEST_F(UringTest, RequestsComeOverIoUringWhenTheKernelOffersIt) {
+  const std::string before = Transport(mnt());
+  ASSERT_EQ(before.rfind("io_uring, ", 0), 0u) << before;
+  EXPECT_NE(before.find(std::to_string(Cpus()) + " queues"), std::string::npos) << before;
+  ASSERT_NO_FATAL_FAILURE(Exercise("f"));
+  const std::string after = Transport(mnt());
+  // A 3 MiB write and read, an fsync, a rename, xattrs, stats and an unlink
+  // are dozens of requests; forgets alone would still use /dev/fuse.
+  EXPECT_GE(RingRequests(after), RingRequests(before) + 10) << before << " -> " << after;
+  EXPECT_EQ(after.find("refused"), std::string::npos) << after;
+}
+
+// Each CPU has its own queue: callers pinned to every CPU, at once, get
+// their own data back.
+TEST_F(UringTest, CallersOnEveryCpuAreServed) {
+  const unsigned cpus = Cpus();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (unsigned c = 0; c < cpus; ++c) {
+    for (int k = 0; k < 2; ++k) {
+      threads.emplace_back([&, c, k] {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(c, &set);
+        if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) ++failures;
+        for (int i = 0; i < 20; ++i) {
+          const std::string name = P("c" + std::to_string(c) + "-" + std::to_string(k) + "-" +
+                                     std::to_string(i));
+          const std::string data = RandomBytes(4096 * (i + 1), c * 1000 + k * 100 + i);
+          UniqueFd fd(::open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644));
+          if (!fd.ok() || ::pwrite(fd.get(), data.data(), data.size(), 0) !=
+                              static_cast<ssize_t>(data.size())) {
+            ++failures;
+            continue;
+          }
+          std::string back(data.size(), '\0');
+          if (::pread(fd.get(), back.data(), back.size(), 0) != static_cast<ssize_t>(back.size()) ||
+              back != data || ::unlink(name.c_str()) != 0) {
+            ++failures;
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(Transport(mnt()).rfind("io_uring, ", 0), 0u);
+}
+
+// Unmounting ends the ring's waiting entries; the daemon exits cleanly and
+// everything written is there at the next mount.
+TEST_F(UringTest, UnmountEndsTheRingAndKeepsTheData) {
+  const std::string data = RandomBytes((1 << 20) + 7, 5);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("kept"), data));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(Transport(mnt()).rfind("io_uring, ", 0), 0u);
+  EXPECT_TRUE(SameBytes(ReadFile(P("kept")), data));
+}
+
+// The default, and -o noio_uring after -o io_uring (the last one counts).
+TEST_F(UringTest, WithoutTheOptionRequestsGoThroughDevFuse) {
+  const std::string devfuse = "/dev/fuse (io_uring not asked for: -o io_uring)";
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  mount_options_.clear();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(Transport(mnt()), devfuse);
+  ASSERT_NO_FATAL_FAILURE(Exercise("g"));
+  EXPECT_EQ(Transport(mnt()), devfuse);
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  mount_options_ = {"io_uring", "noio_uring"};
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(Transport(mnt()), devfuse);
+}
+
+// With the kernel's support off the mount falls back to /dev/fuse and says
+// why; the parameter is restored for the other tests.
+TEST_F(UringTest, AKernelWithoutIoUringFallsBackToDevFuse) {
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  struct Restore {
+    ~Restore() { EnableKernelUring(); }
+  } restore;
+  {
+    UniqueFd fd(::open(kEnableUring, O_WRONLY));
+    ASSERT_TRUE(fd.ok()) << strerror(errno);
+    ASSERT_EQ(::write(fd.get(), "N", 1), 1) << strerror(errno);
+  }
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_EQ(Transport(mnt()).rfind("/dev/fuse (the kernel offers no io_uring", 0), 0u)
+      << Transport(mnt());
+  ASSERT_NO_FATAL_FAILURE(Exercise("h"));
+}
+
+}  // namespace
+}  // namespace sepfs::mounttest
