@@ -189,15 +189,19 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   std::unique_ptr<FuseUring> uring;  // joined before the session goes
   if (req.options.io_uring) {
     FuseUring::Options uo;
-    uo.threads_per_queue = req.options.threads;
+    // Enough for waiting handlers (fsync) on each CPU, without thousands
+    // of threads on large machines.
+    uo.threads_per_queue = std::min(req.options.threads, kMaxUringThreadsPerQueue);
     uo.idle_handoff = req.options.idle_handoff;
     uo.max_write = req.options.max_write;
     st = FuseUring::Prepare(se.get(), fuse_session_fd(se.get()), &ctx.wire, uo, &uring);
+    if (st.ok()) st = uring->Launch();
     if (st.ok()) {
       ctx.wire.transport = uring.get();
     } else {
       std::fprintf(stderr, "sepfs: %s: requests go through /dev/fuse only\n",
                    st.ToString().c_str());
+      uring.reset();
     }
   }
   TuneBdi(real_mountpoint, req.options);

@@ -1,13 +1,15 @@
 #include "fs/fuse_uring.h"
 
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <exception>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -101,6 +103,7 @@ struct FuseUring::Entry {
   uint64_t pending_unique = 0;
   // The unique of the request its handler is serving; 0 when none.
   std::atomic<uint64_t> unique{0};
+  bool idle = false;  // the thread is at SCHED_IDLE (idle handoff)
   std::thread thread;
 };
 
@@ -112,23 +115,45 @@ unsigned PossibleCpus() {
   std::ifstream f("/sys/devices/system/cpu/possible");
   std::string line;
   if (!std::getline(f, line)) return 0;
-  // A list of ranges, "0-1" or "0,2-5": the highest CPU plus one.
-  unsigned highest = 0;
-  bool any = false;
+  // A list of ranges, "0-1" or "0,2-5": counted, as num_possible_cpus().
+  unsigned count = 0;
   std::stringstream ss(line);
   std::string part;
   while (std::getline(ss, part, ',')) {
     const size_t dash = part.find('-');
-    const std::string last = dash == std::string::npos ? part : part.substr(dash + 1);
     try {
-      highest = std::max(highest, static_cast<unsigned>(std::stoul(last)));
-      any = true;
+      const unsigned first = static_cast<unsigned>(std::stoul(part.substr(0, dash)));
+      const unsigned last =
+          dash == std::string::npos ? first : static_cast<unsigned>(std::stoul(part.substr(dash + 1)));
+      if (last < first) return 0;
+      count += last - first + 1;
     } catch (...) {
       return 0;
     }
   }
-  return any ? highest + 1 : 0;
+  return count;
 }
+
+namespace {
+
+// Whether this process may go to SCHED_IDLE and come back (CAP_SYS_NICE or
+// RLIMIT_NICE >= 20), tried on a scratch thread.
+bool CanReturnFromIdle() {
+  bool ok = false;
+  try {
+    std::thread t([&ok] {
+      struct sched_param sp{};
+      ok = sched_setscheduler(0, SCHED_IDLE, &sp) == 0 &&
+           sched_setscheduler(0, SCHED_OTHER, &sp) == 0;
+    });
+    t.join();
+  } catch (...) {
+    return false;
+  }
+  return ok;
+}
+
+}  // namespace
 
 Status FuseUring::Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
                           const Options& options, std::unique_ptr<FuseUring>* out) {
@@ -138,14 +163,14 @@ Status FuseUring::Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
   }
   std::unique_ptr<FuseUring> u(new FuseUring());
   u->se_ = se;
-  u->dev_fd_ = dev_fd;
+  // Its own descriptor: libfuse closes the session's at unmount, while
+  // commits may still be under way.
+  u->dev_fd_ = ::fcntl(dev_fd, F_DUPFD_CLOEXEC, 0);
+  if (u->dev_fd_ < 0) return Status::FromErrno(errno, "io_uring: duplicate /dev/fuse");
   u->wire_ = wire;
   u->queues_ = queues;
-  // Returning from SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE >= 20.
-  struct rlimit nice{};
-  u->idle_handoff_ = options.idle_handoff &&
-                     (::geteuid() == 0 || (getrlimit(RLIMIT_NICE, &nice) == 0 && nice.rlim_cur >= 20));
-  const size_t page = 4096;
+  u->idle_handoff_ = options.idle_handoff && CanReturnFromIdle();
+  const size_t page = static_cast<size_t>(std::max(4096L, ::sysconf(_SC_PAGESIZE)));
   // The kernel refuses an entry whose payload is smaller than max_write,
   // max_pages pages, or 8 KiB. max_pages is at least its default of 32 and,
   // with libfuse 3.14, covers max_write.
@@ -174,18 +199,47 @@ Status FuseUring::Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
   return Status::OK();
 }
 
-FuseUring::~FuseUring() { Stop(); }
+FuseUring::~FuseUring() {
+  Stop();
+  if (dev_fd_ >= 0) ::close(dev_fd_);
+}
+
+Status FuseUring::Launch() {
+  try {
+    for (auto& e : entries_) {
+      Entry* raw = e.get();
+      raw->thread = std::thread([this, raw] {
+        if (AwaitStart()) Serve(raw);
+      });
+    }
+  } catch (const std::exception& ex) {
+    Stop();
+    return Status::IOError(std::string("io_uring: cannot start its threads: ") + ex.what());
+  }
+  return Status::OK();
+}
+
+bool FuseUring::AwaitStart() {
+  std::unique_lock<std::mutex> l(start_mu_);
+  start_cv_.wait(l, [this] { return started_.load() || stopped_.load(); });
+  return !stopped_.load();
+}
 
 void FuseUring::Start() {
-  if (started_.exchange(true)) return;
-  for (auto& e : entries_) {
-    Entry* raw = e.get();
-    raw->thread = std::thread([this, raw] { Serve(raw); });
+  {
+    std::lock_guard<std::mutex> l(start_mu_);
+    if (stopped_.load()) return;
+    started_.store(true);
   }
+  start_cv_.notify_all();
 }
 
 void FuseUring::Stop() {
-  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> l(start_mu_);
+    if (stopped_.exchange(true)) return;
+  }
+  start_cv_.notify_all();
   for (auto& e : entries_) {
     if (!e->thread.joinable()) continue;
     {
@@ -236,18 +290,28 @@ void FuseUring::Serve(Entry* e) {
   for (;;) {
     // Submits the entry's command (a commit, or a first REGISTER) and waits.
     const int w = e->ring->Wait();
+    if (w == -EAGAIN || w == -ENOMEM || w == -EBUSY) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     if (w < 0 && w != -EINTR) {
       std::fprintf(stderr, "sepfs: io_uring wait: %s\n", std::strerror(-w));
       return;
     }
     io_uring_cqe cqe;
+    bool replied = false;
     while (e->ring->Reap(&cqe)) {
-      if (cqe.user_data == kUserStop) return;
+      if (cqe.user_data == kUserStop) {
+        std::lock_guard<std::mutex> l(e->sq_mu);
+        (void)e->ring->Submit();  // a reply published just before
+        return;
+      }
       if (cqe.res == 0) {
         Handle(e);
         if (e->commit_pending) {
           e->commit_pending = false;
           SubmitCommand(e, kCmdCommitAndFetch, e->pending_unique, /*now=*/false);
+          replied = true;
         }
         continue;
       }
@@ -268,19 +332,23 @@ void FuseUring::Serve(Entry* e) {
       }
       return;
     }
+    // The reply goes out with the next Wait: at SCHED_IDLE, so the caller
+    // it wakes stays on this CPU (idle handoff, fs/fuse_uring.h).
+    if (replied && idle_handoff_.load(std::memory_order_relaxed) && !e->idle) {
+      struct sched_param sp{};
+      e->idle = sched_setscheduler(0, SCHED_IDLE, &sp) == 0;
+    }
   }
 }
 
 void FuseUring::Handle(Entry* e) {
-  if (idle_handoff_.load(std::memory_order_relaxed)) {
+  if (e->idle) {
     struct sched_param sp{};
-    if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0) {
-      // Without the right to return from SCHED_IDLE the handoff would leave
-      // handlers at idle priority: stop it (this thread is stuck; the next
-      // flip never comes for the others).
-      if (idle_handoff_.exchange(false)) {
-        std::fprintf(stderr, "sepfs: io_uring idle handoff off: %s\n", std::strerror(errno));
-      }
+    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0) {
+      e->idle = false;
+    } else if (idle_handoff_.exchange(false)) {
+      // Checked at Prepare, so not expected: no thread goes idle again.
+      std::fprintf(stderr, "sepfs: io_uring idle handoff off: %s\n", std::strerror(errno));
     }
   }
   fuse_in_header in;
@@ -310,6 +378,20 @@ void FuseUring::Handle(Entry* e) {
   buf.mem = start;
   fuse_session_process_buf(se_, &buf);
   t_entry = nullptr;
+  if (e->unique.load() == in.unique) {
+    // Every handler replies before it returns; should one not, its caller
+    // gets EIO rather than the entry being lost.
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      std::fprintf(stderr, "sepfs: io_uring: request %u got no reply\n", in.opcode);
+    }
+    fuse_out_header out{sizeof(fuse_out_header), -EIO, in.unique};
+    std::memcpy(e->header->in_out, &out, sizeof(out));
+    e->header->ring_ent_in_out.payload_sz = 0;
+    e->unique.store(0);
+    e->commit_pending = true;
+    e->pending_unique = in.unique;
+  }
 }
 
 void FuseUring::PinTo(unsigned cpu) {

@@ -47,8 +47,10 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,8 +65,8 @@ struct WireState;
 // server in its INIT reply.
 constexpr uint32_t kInitFlags2OverIoUring = 1u << 9;
 
-// The number of queues the kernel makes: one per possible CPU
-// (/sys/devices/system/cpu/possible), or 0 when that cannot be read.
+// The number of queues the kernel makes: one per possible CPU (the count
+// of /sys/devices/system/cpu/possible), or 0 when that cannot be read.
 unsigned PossibleCpus();
 
 class FuseUring {
@@ -80,14 +82,20 @@ class FuseUring {
   // Allocates the rings and buffers of every queue; registers nothing. The
   // session must use `dev_fd` for /dev/fuse, and `wire` is where the
   // request flags of each request are recorded (fs/fuse_wire.h).
+  // Commands go to a duplicate of `dev_fd`, which the transport owns.
   [[nodiscard]] static Status Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
                                       const Options& options, std::unique_ptr<FuseUring>* out);
   ~FuseUring();  // Stop()s first
   FuseUring(const FuseUring&) = delete;
   FuseUring& operator=(const FuseUring&) = delete;
 
-  // Starts the threads; each registers its entry. Call once, after the
-  // kernel has taken an INIT reply that accepted FUSE_OVER_IO_URING.
+  // Creates the threads, which wait for Start(). Call before the INIT
+  // reply can accept FUSE_OVER_IO_URING: once it has, every request waits
+  // until each queue has an entry, so a thread that could not be created
+  // would hang the mount. On error no thread is left.
+  [[nodiscard]] Status Launch();
+  // Lets the threads register their entries. Call after the kernel has
+  // taken an INIT reply that accepted FUSE_OVER_IO_URING.
   void Start();
   // Wakes every thread and joins it. The kernel ends the entries itself at
   // unmount (-ENOTCONN); this covers a daemon that stops while mounted.
@@ -100,7 +108,7 @@ class FuseUring {
 
   unsigned queues() const { return queues_; }
   unsigned threads() const { return static_cast<unsigned>(entries_.size()); }
-  // Whether every entry registered (the kernel then uses the ring).
+  // Whether Start() ran (the kernel took the INIT reply).
   bool started() const { return started_.load(); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   // A one-line description for the statistics.
@@ -110,6 +118,7 @@ class FuseUring {
 
  private:
   FuseUring() = default;
+  bool AwaitStart();  // false when stopped first
   void Serve(Entry* e);
   void Handle(Entry* e);
   // Pins the calling thread to `cpu`.
@@ -122,6 +131,8 @@ class FuseUring {
   unsigned queues_ = 0;
   size_t payload_bytes_ = 0;
   std::vector<std::unique_ptr<Entry>> entries_;
+  std::mutex start_mu_;
+  std::condition_variable start_cv_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> requests_{0};

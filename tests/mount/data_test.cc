@@ -33,6 +33,18 @@ class DataTest : public MountFixture,
     if (std::string(GetParam()) != "default") mount_options_ = {GetParam()};
   }
 
+  void SetUp() override {
+    MountFixture::SetUp();
+    if (HasFatalFailure() || std::string(GetParam()) != "io_uring") return;
+    // These tests are only about io_uring if it carries them (it needs the
+    // kernel's fuse.enable_uring, which tools/install-deps turns on).
+    char buf[64 * 1024];
+    const ssize_t n = ::getxattr(mnt().c_str(), "sepfs.stats", buf, sizeof(buf));
+    ASSERT_GT(n, 0) << strerror(errno);
+    const std::string stats(buf, static_cast<size_t>(n));
+    ASSERT_NE(stats.find("fuse transport: io_uring, "), std::string::npos) << stats;
+  }
+
   UniqueFd Open(const std::string& rel, int flags, mode_t mode = 0644) {
     UniqueFd fd(::open(P(rel).c_str(), flags | O_CLOEXEC, mode));
     EXPECT_TRUE(fd.ok()) << rel << ": " << strerror(errno);
