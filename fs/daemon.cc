@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -225,6 +226,15 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   return rc == 0 ? 0 : 1;
 }
 
+// glibc gives threads up to 8 malloc arenas per CPU, and each keeps the
+// dirty blocks freed into it: with the io_uring threads the daemon held
+// 690-775 MiB instead of 540 on fileserver. One arena per CPU (at least 2)
+// keeps it within its caches (bench/RESULTS.md).
+void LimitMallocArenas() {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  (void)mallopt(M_ARENA_MAX, static_cast<int>(std::max(2L, cpus)));
+}
+
 }  // namespace
 
 int Mount(const MountRequest& req) {
@@ -243,6 +253,7 @@ int Mount(const MountRequest& req) {
     return 1;
   }
   RaiseFileLimit();
+  LimitMallocArenas();
   StartupPipe pipe;
   if (!req.foreground && !req.debug) {
     // Fork before any thread exists; the parent reports the outcome.
