@@ -4,7 +4,6 @@
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,11 +14,13 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <thread>
 
 #include "fs/fuse_wire.h"
 #include "fs/uring.h"
+#include "vlog/aligned_buffer.h"
 
 namespace sepfs::fs {
 
@@ -55,25 +56,6 @@ constexpr uint64_t kUserStop = 2;   // Stop()'s wake-up
 constexpr size_t kPrefix = 4096;
 constexpr size_t kMinPayload = 32 * 4096;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ pages
 
-// A private anonymous mapping (pages are resident only once touched).
-struct Mapping {
-  void* p = nullptr;
-  size_t len = 0;
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (p != nullptr) ::munmap(p, len);
-  }
-  bool Map(size_t n) {
-    void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return false;
-    p = m;
-    len = n;
-    return true;
-  }
-};
-
 bool ConnectionEnded(int res) {
   return res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED || res == -ENODEV;
 }
@@ -84,15 +66,23 @@ size_t IovTotal(const struct iovec* iov, int count) {
   return n;
 }
 
+// Pins the calling thread to `cpu`. An offline CPU cannot be pinned to; its
+// queue then serves from anywhere.
+void PinTo(unsigned cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
 }  // namespace
 
 struct FuseUring::Entry {
   uint16_t qid = 0;
   std::unique_ptr<Uring> ring;
   std::mutex sq_mu;  // the ring's submissions: its thread, Stop, a reply from elsewhere
-  Mapping header_map;
-  Mapping area_map;  // kPrefix bytes, then the payload
-  UringReqHeader* header = nullptr;
+  UringReqHeader header{};
+  vlog::AlignedBuffer area;  // kPrefix bytes, then the payload
   char* payload = nullptr;
   struct iovec iov[2]{};
   uint32_t last_cmd = kCmdRegister;
@@ -185,12 +175,13 @@ Status FuseUring::Prepare(struct fuse_session* se, int dev_fd, WireState* wire,
       // from another thread.
       Status st = Uring::Open(4, &e->ring);
       if (!st.ok()) return st;
-      if (!e->header_map.Map(page) || !e->area_map.Map(kPrefix + u->payload_bytes_)) {
-        return Status::FromErrno(errno, "io_uring: buffers");
+      try {
+        e->area.resize(kPrefix + u->payload_bytes_);
+      } catch (const std::bad_alloc&) {
+        return Status::FromErrno(ENOMEM, "io_uring: buffers");
       }
-      e->header = static_cast<UringReqHeader*>(e->header_map.p);
-      e->payload = static_cast<char*>(e->area_map.p) + kPrefix;
-      e->iov[0] = {e->header, sizeof(UringReqHeader)};
+      e->payload = e->area.data() + kPrefix;
+      e->iov[0] = {&e->header, sizeof(UringReqHeader)};
       e->iov[1] = {e->payload, u->payload_bytes_};
       u->entries_.push_back(std::move(e));
     }
@@ -284,7 +275,6 @@ void FuseUring::SubmitCommand(Entry* e, uint32_t cmd_op, uint64_t commit_id, boo
 }
 
 void FuseUring::Serve(Entry* e) {
-  // An offline CPU cannot be pinned to; its queue then serves from anywhere.
   PinTo(e->qid);
   SubmitCommand(e, kCmdRegister, 0, /*now=*/false);
   for (;;) {
@@ -352,23 +342,19 @@ void FuseUring::Handle(Entry* e) {
     }
   }
   fuse_in_header in;
-  std::memcpy(&in, e->header->in_out, sizeof(in));
-  const UringEntInOut io = e->header->ring_ent_in_out;
+  std::memcpy(&in, e->header.in_out, sizeof(in));
+  const UringEntInOut io = e->header.ring_ent_in_out;
   const size_t fixed = sizeof(fuse_in_header);
   // in.len counts every argument; the first sits in op_in, the rest in the
   // payload.
   if (in.len < fixed + io.payload_sz || io.payload_sz > payload_bytes_ ||
-      in.len - fixed - io.payload_sz > sizeof(e->header->op_in)) {
-    fuse_out_header out{sizeof(fuse_out_header), -EIO, io.commit_id};
-    std::memcpy(e->header->in_out, &out, sizeof(out));
-    e->header->ring_ent_in_out.payload_sz = 0;
-    SubmitCommand(e, kCmdCommitAndFetch, io.commit_id, /*now=*/false);
-    return;
+      in.len - fixed - io.payload_sz > sizeof(e->header.op_in)) {
+    return FailRequest(e, io.commit_id);
   }
   const size_t op_len = in.len - fixed - io.payload_sz;
   char* start = e->payload - fixed - op_len;
   std::memcpy(start, &in, fixed);
-  std::memcpy(start + fixed, e->header->op_in, op_len);
+  std::memcpy(start + fixed, e->header.op_in, op_len);
   requests_.fetch_add(1, std::memory_order_relaxed);
   e->unique.store(in.unique);
   t_entry = e;
@@ -385,20 +371,17 @@ void FuseUring::Handle(Entry* e) {
     if (!logged.exchange(true)) {
       std::fprintf(stderr, "sepfs: io_uring: request %u got no reply\n", in.opcode);
     }
-    fuse_out_header out{sizeof(fuse_out_header), -EIO, in.unique};
-    std::memcpy(e->header->in_out, &out, sizeof(out));
-    e->header->ring_ent_in_out.payload_sz = 0;
     e->unique.store(0);
-    e->commit_pending = true;
-    e->pending_unique = in.unique;
+    FailRequest(e, in.unique);
   }
 }
 
-void FuseUring::PinTo(unsigned cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
-  (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+void FuseUring::FailRequest(Entry* e, uint64_t unique) {
+  const fuse_out_header out{sizeof(fuse_out_header), -EIO, unique};
+  std::memcpy(e->header.in_out, &out, sizeof(out));
+  e->header.ring_ent_in_out.payload_sz = 0;
+  e->commit_pending = true;  // committed by Serve
+  e->pending_unique = unique;
 }
 
 bool FuseUring::Reply(struct iovec* iov, int count, ssize_t* result) {
@@ -426,16 +409,12 @@ bool FuseUring::Reply(struct iovec* iov, int count, ssize_t* result) {
     (void)IovAccess(iov, count, sizeof(out), e->payload, body, /*write=*/false);
     *result = static_cast<ssize_t>(total);
   }
-  std::memcpy(e->header->in_out, &out, sizeof(out));
-  e->header->ring_ent_in_out.payload_sz = out.error == 0 ? static_cast<uint32_t>(body) : 0;
+  std::memcpy(e->header.in_out, &out, sizeof(out));
+  e->header.ring_ent_in_out.payload_sz = out.error == 0 ? static_cast<uint32_t>(body) : 0;
   e->unique.store(0);
   if (e == t_entry) {
     e->commit_pending = true;
     e->pending_unique = out.unique;
-    if (idle_handoff_.load(std::memory_order_relaxed)) {
-      struct sched_param sp{};
-      (void)sched_setscheduler(0, SCHED_IDLE, &sp);
-    }
   } else {
     SubmitCommand(e, kCmdCommitAndFetch, out.unique, /*now=*/true);
   }

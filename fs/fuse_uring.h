@@ -106,10 +106,6 @@ class FuseUring {
   // with *result the bytes taken or -errno; false for any other reply.
   bool Reply(struct iovec* iov, int count, ssize_t* result);
 
-  unsigned queues() const { return queues_; }
-  unsigned threads() const { return static_cast<unsigned>(entries_.size()); }
-  // Whether Start() ran (the kernel took the INIT reply).
-  bool started() const { return started_.load(); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
   // A one-line description for the statistics.
   std::string Describe() const;
@@ -121,8 +117,8 @@ class FuseUring {
   bool AwaitStart();  // false when stopped first
   void Serve(Entry* e);
   void Handle(Entry* e);
-  // Pins the calling thread to `cpu`.
-  static void PinTo(unsigned cpu);
+  // Answers the entry's request with EIO (the commit goes with the next wait).
+  void FailRequest(Entry* e, uint64_t unique);
   void SubmitCommand(Entry* e, uint32_t cmd_op, uint64_t commit_id, bool now);
 
   struct fuse_session* se_ = nullptr;
