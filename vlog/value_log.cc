@@ -99,6 +99,7 @@ class ValueLog::Impl {
   void Discard(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   Status Flush(StreamMask streams);
   Status Sync(StreamMask streams, std::vector<StreamHead>* heads = nullptr);
+  Status LatchSyncError(Status st);  // sync_mu_ held
   Status SyncAll();
   void Release(const BlockPtr& ptr);
   void AddLive(const BlockPtr& ptr);
@@ -201,6 +202,12 @@ class ValueLog::Impl {
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<bool> dir_dirty_{false};
   std::mutex sync_mu_;
+  // The first failed fdatasync (or directory fsync), returned by every later
+  // Sync: the kernel reports a write-back error once, so a retry that
+  // succeeds would declare durable the bytes that failed to reach the disk.
+  // Cleared only by opening the log again. Guarded by sync_mu_.
+  Status sync_error_;
+  std::atomic<bool> sync_failed_{false};
   mutable StreamState streams_[kNumStreams];  // mutable: Heads() locks them
 
   // Buffers for direct reads: kDirectBuffers at most, whatever the number
@@ -492,6 +499,7 @@ Status ValueLog::Impl::Flush(StreamMask streams) {
 
 Status ValueLog::Impl::Sync(StreamMask streams, std::vector<StreamHead>* heads) {
   std::lock_guard lk(sync_mu_);
+  if (!sync_error_.ok()) return sync_error_;
   if (heads == nullptr) {
     SEPFS_RETURN_IF_ERROR(Flush(streams));
   } else {
@@ -505,19 +513,20 @@ Status ValueLog::Impl::Sync(StreamMask streams, std::vector<StreamHead>* heads) 
   for (const auto& seg : Snapshot()) {
     if (seg->file == nullptr || !seg->needs_sync.exchange(false)) continue;
     Status st = seg->file->Sync();
-    if (!st.ok()) {
-      seg->needs_sync = true;
-      return st;
-    }
+    if (!st.ok()) return LatchSyncError(std::move(st));
   }
   if (dir_dirty_.exchange(false)) {
     Status st = env_->SyncDir(dir_);
-    if (!st.ok()) {
-      dir_dirty_ = true;
-      return st;
-    }
+    if (!st.ok()) return LatchSyncError(std::move(st));
   }
   return Status::OK();
+}
+
+Status ValueLog::Impl::LatchSyncError(Status st) {
+  sync_error_ = st.WithContext("vLog sync failed; every later sync fails until the store is mounted again");
+  sync_failed_.store(true);
+  Log(sync_error_.ToString());
+  return sync_error_;
 }
 
 // ---- Read -------------------------------------------------------------------
@@ -849,6 +858,7 @@ Stats ValueLog::Impl::stats() const {
   s.bytes_read = bytes_read_.load();
   s.preads = preads_.load();
   s.checksum_errors = checksum_errors_.load();
+  s.sync_failed = sync_failed_.load();
   s.segments_deleted = segments_deleted_.load();
   s.bytes_freed = bytes_freed_.load();
   s.unfinished_removed = unfinished_removed_.load();

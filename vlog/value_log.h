@@ -104,6 +104,7 @@ struct Stats {
   uint64_t bytes_read = 0;         // bytes requested from segment files
   uint64_t preads = 0;             // file reads by Read/ReadMany (one per run of adjacent records)
   uint64_t checksum_errors = 0;    // records that failed verification
+  bool sync_failed = false;        // a sync failed; every later Sync fails (Sync())
   uint64_t segments_deleted = 0;   // by DeleteSegment
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
   uint64_t unfinished_removed = 0;  // segment files shorter than a header, removed by Open
@@ -193,7 +194,9 @@ class ValueLog {
   // a full disk) neither fails nor drops its records.
   Status Flush(StreamMask streams = kAllStreams);
   // Flush(streams), then fdatasync every segment written since the last
-  // Sync and fsync the directory if segments were created.
+  // Sync and fsync the directory if segments were created. A failed
+  // fdatasync or directory fsync is latched: this and every later Sync
+  // return it until the log is opened again.
   Status Sync(StreamMask streams = kAllStreams);
   // Sync() that also returns the heads (see Heads()) as each stream's
   // flush left them, taken under the stream's lock: every record before a

@@ -45,13 +45,14 @@ class ErrorTest : public ::testing::Test {
   }
   void Open() { ASSERT_OK(Filesystem::Open(fst_->dir(), Options(), &fs_)); }
   // Clean close, fsck (no errors), reopen. After a failed LevelDB write the
-  // metadata store refuses writes until reopened (see MetaStore::Write), so
-  // the close itself may then fail with EIO; the store must still be clean.
-  void CloseFsckReopen(bool after_lsm_error = false) {
+  // metadata store refuses writes until reopened (see MetaStore::Write), and
+  // after a failed vLog sync every sync fails (ValueLog::Sync), so the close
+  // itself may then fail with EIO; the store must still be clean.
+  void CloseFsckReopen(bool after_write_error = false) {
     fst_->model().ClearFailures();
     if (fs_) {
       Status st = fs_->Close();
-      if (after_lsm_error && !st.ok()) {
+      if (after_write_error && !st.ok()) {
         EXPECT_EQ(st.err(), EIO) << st.ToString();
       } else {
         EXPECT_OK(st);
@@ -230,6 +231,12 @@ TEST_F(ErrorTest, VlogSyncEioReachesFsync) {
   model().FailNth(FaultOp::kSync, FaultScope::kVlog, 1, EIO);
   EXPECT_ERRNO(fs_->Fsync(ib, true), EIO);
   EXPECT_OK(fs_->Release(ib));
+  // The failure sticks (the disk may "work" again, but the bytes that
+  // failed are not on it): no later fsync reports success until a remount.
+  const uint64_t ic = CreateOpen(kRoot, "c");
+  ASSERT_OK(fs_->Write(ic, 0, Payload(14, 7000)));
+  EXPECT_ERRNO(fs_->Fsync(ic, true), EIO);
+  EXPECT_OK(fs_->Release(ic));
   CrashFsckReopen();
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
   // b's creation was never made durable (its fsync failed): absent, or
@@ -238,6 +245,12 @@ TEST_F(ErrorTest, VlogSyncEioReachesFsync) {
     std::string got;
     EXPECT_OK(ReadAll(b, &got));
   }
+  const std::string d = Payload(15, 7000);
+  const uint64_t id = CreateOpen(kRoot, "d");
+  ASSERT_OK(fs_->Write(id, 0, d));
+  EXPECT_OK(fs_->Fsync(id, true));
+  EXPECT_OK(fs_->Release(id));
+  EXPECT_EQ(ReadOk(id), d);
 }
 
 // A flush whose records reached the segment file but whose sync failed
@@ -253,7 +266,7 @@ TEST_F(ErrorTest, RecordsOfAFailedFlushAreGarbage) {
   EXPECT_ERRNO(fs_->Fsync(ib, true), EIO);
   EXPECT_OK(fs_->Release(ib));
   EXPECT_EQ(fs_->store()->vlog()->LiveBytes(), live);
-  CloseFsckReopen();
+  CloseFsckReopen(/*after_write_error=*/true);  // the failed sync stays latched
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
 }
 
@@ -356,7 +369,7 @@ TEST_F(ErrorTest, LsmWriteErrorFailsRenameCleanly) {
   EXPECT_EQ(InoOf(kRoot, "b"), ib);
   EXPECT_EQ(ReadOk(ia), a);
   EXPECT_EQ(ReadOk(ib), b);
-  CloseFsckReopen(/*after_lsm_error=*/true);
+  CloseFsckReopen(/*after_write_error=*/true);
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
   EXPECT_EQ(ReadOk(InoOf(kRoot, "b")), b);
 }
@@ -375,7 +388,7 @@ TEST_F(ErrorTest, LsmWriteErrorFailsCreateAndUnlinkCleanly) {
   model().FailNth(FaultOp::kWrite, FaultScope::kLevelDb, 1, EIO);
   EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "dir", S_IFDIR | 0755, 0, &r), EIO);
   EXPECT_EQ(InoOf(kRoot, "dir"), 0u);
-  CloseFsckReopen(/*after_lsm_error=*/true);
+  CloseFsckReopen(/*after_write_error=*/true);
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
   EXPECT_EQ(InoOf(kRoot, "new"), 0u);
   EXPECT_EQ(InoOf(kRoot, "dir"), 0u);
@@ -400,7 +413,7 @@ TEST_F(ErrorTest, LsmWriteErrorThenMoreWritesThenCleanReopen) {
     fs_->Forget(r.ino, 1);
     created++;
   }
-  CloseFsckReopen(/*after_lsm_error=*/true);  // no power loss: LevelDB replays its log at open
+  CloseFsckReopen(/*after_write_error=*/true);  // no power loss: LevelDB replays its log at open
   ASSERT_TRUE(fs_);
   EXPECT_EQ(ReadOk(InoOf(kRoot, "a")), a);
   EXPECT_EQ(InoOf(kRoot, "a2"), 0u);

@@ -31,6 +31,7 @@ class FaultEnv : public EnvWrapper {
   std::atomic<bool> fail_writes{false};
   std::atomic<bool> partial_writes{false};
   std::atomic<int> fail_nth{0};
+  std::atomic<bool> fail_sync{false};  // fdatasync fails with EIO
   std::atomic<int> syncs{0};
   std::atomic<int> dir_syncs{0};
 
@@ -58,6 +59,7 @@ class FaultEnv : public EnvWrapper {
     }
     Status Sync() override {
       ++env_->syncs;
+      if (env_->fail_sync) return Status::FromErrno(EIO, target()->path() + ": fdatasync: injected");
       return target()->Sync();
     }
 
@@ -514,6 +516,42 @@ TEST_F(ValueLogFaultTest, SyncSyncsWrittenSegmentsAndTheDirectory) {
   ASSERT_TRUE(vlog_->Sync().ok());  // one segment written, none created
   EXPECT_EQ(env_.syncs.load(), 3);
   EXPECT_EQ(env_.dir_syncs.load(), 1);
+}
+
+// The kernel reports a write-back error to one fdatasync only; a later one
+// succeeds though the bytes never reached the disk. So the log keeps the
+// first failure: no later Sync may declare those records durable.
+TEST_F(ValueLogFaultTest, FailedSyncIsLatchedUntilReopen) {
+  OpenLog();
+  const Written before = Put(Stream::kHot, 1, 0, 100);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  const Written lost = Put(Stream::kHot, 1, 1, 100);
+  EXPECT_FALSE(vlog_->stats().sync_failed);
+  env_.fail_sync = true;
+  Status st = vlog_->Sync();
+  env_.fail_sync = false;
+  EXPECT_EQ(st.err(), EIO) << st.ToString();
+  EXPECT_TRUE(vlog_->stats().sync_failed);
+  const int syncs = env_.syncs.load();
+  // The disk "works" again, yet every sync keeps failing, also for records
+  // appended after the failure and for SyncHeads and SyncAll.
+  st = vlog_->Sync();
+  EXPECT_EQ(st.err(), EIO) << st.ToString();
+  EXPECT_NE(st.ToString().find("mounted again"), std::string::npos) << st.ToString();
+  const Written after = Put(Stream::kHot, 1, 2, 100);
+  EXPECT_EQ(vlog_->Sync().err(), EIO);
+  std::vector<StreamHead> heads;
+  EXPECT_EQ(vlog_->SyncHeads(&heads).err(), EIO);
+  EXPECT_EQ(vlog_->SyncAll().err(), EIO);
+  EXPECT_EQ(env_.syncs.load(), syncs) << "a retried fdatasync could report lost bytes as durable";
+  // Reads are unaffected; a new open starts clean.
+  EXPECT_TRUE(ReadBack(before).ok());
+  EXPECT_TRUE(ReadBack(lost).ok());
+  EXPECT_TRUE(ReadBack(after).ok());
+  OpenLog();
+  EXPECT_FALSE(vlog_->stats().sync_failed);
+  EXPECT_TRUE(vlog_->Sync().ok());
+  EXPECT_TRUE(ReadBack(after).ok());
 }
 
 // After a crash, what the dead process wrote may be in the page cache only.
