@@ -275,7 +275,7 @@ Status Filesystem::Lookup(uint64_t parent, std::string_view name, kv::InodeRecor
   if (name.size() > kNameMax) return Status::FromErrno(ENAMETOOLONG, "name too long");
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   kv::DirEntry e;
-  SEPFS_RETURN_IF_ERROR(meta_->GetDentry(parent, name, &e));
+  SEPFS_RETURN_IF_ERROR(GetDentry(parent, name, &e));
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(e.ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
@@ -378,7 +378,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   if (!IsDir(parent->rec.mode)) return Status::FromErrno(ENOTDIR, "parent is not a directory");
   if (parent->rec.nlink == 0) return Status::NotFound("parent directory was removed");
   kv::DirEntry existing;
-  Status st = meta_->GetDentry(parent_ino, name, &existing);
+  Status st = GetDentry(parent_ino, name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
   if (!st.IsNotFound()) return st;
 
@@ -396,6 +396,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
   EntriesChanged(parent.get());
+  dentries_.Put(parent_ino, name, kv::DirEntry{child.ino, mode & S_IFMT});
   parent->rec = p;
 
   auto in = std::make_shared<Inode>(child, ns_gen_.load());
@@ -445,7 +446,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   if (!IsDir(parent->rec.mode)) return Status::FromErrno(ENOTDIR, "parent is not a directory");
   if (in->rec.nlink == 0 || parent->rec.nlink == 0) return Status::NotFound("removed");
   kv::DirEntry existing;
-  Status st = meta_->GetDentry(new_parent, new_name, &existing);
+  Status st = GetDentry(new_parent, new_name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
   if (!st.IsNotFound()) return st;
   const kv::Timespec now = Now();
@@ -459,6 +460,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   EntriesChanged(parent.get());
+  dentries_.Put(new_parent, new_name, kv::DirEntry{ino, r.mode & S_IFMT});
   in->rec = r;
   parent->rec = p;
   in->attr_dirty = false;
@@ -468,6 +470,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
 }
 
 Status Filesystem::IsDirEmpty(uint64_t dir, bool* empty) {
+  if (dentries_.Empty(dir, empty)) return Status::OK();
   *empty = true;
   return meta_->ScanPrefix(kv::DentryPrefix(dir), [&](std::string_view, std::string_view) {
     *empty = false;
@@ -497,7 +500,7 @@ Status Filesystem::RemoveEntry(uint64_t parent_ino, std::string_view name, bool 
     InodeRef parent;
     SEPFS_RETURN_IF_ERROR(GetInode(parent_ino, &parent));
     kv::DirEntry e;
-    SEPFS_RETURN_IF_ERROR(meta_->GetDentry(parent_ino, name, &e));
+    SEPFS_RETURN_IF_ERROR(GetDentry(parent_ino, name, &e));
     if (dir && !IsDir(e.type)) return Status::FromErrno(ENOTDIR, "not a directory");
     if (!dir && IsDir(e.type)) return Status::FromErrno(EISDIR, "is a directory");
     if (dir) {
@@ -517,10 +520,14 @@ Status Filesystem::RemoveEntry(uint64_t parent_ino, std::string_view name, bool 
     b.PutInode(p);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
     EntriesChanged(parent.get());
+    dentries_.Erase(parent_ino, name);
     parent->rec = p;
     victim->rec.nlink = r.nlink;
     victim->rec.ctime = r.ctime;
-    if (dir) alloc_->ForgetDir(e.ino);
+    if (dir) {
+      alloc_->ForgetDir(e.ino);
+      dentries_.Drop(e.ino);
+    }
   }
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   MaybeEvict(victim->ino);
@@ -552,8 +559,8 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     SEPFS_RETURN_IF_ERROR(GetInode(new_parent_ino, &new_parent));
     if (!IsDir(new_parent->rec.mode)) return Status::FromErrno(ENOTDIR, "not a directory");
     kv::DirEntry se, de;
-    SEPFS_RETURN_IF_ERROR(meta_->GetDentry(parent_ino, name, &se));
-    Status st = meta_->GetDentry(new_parent_ino, new_name, &de);
+    SEPFS_RETURN_IF_ERROR(GetDentry(parent_ino, name, &se));
+    Status st = GetDentry(new_parent_ino, new_name, &de);
     const bool dst_exists = st.ok();
     if (!dst_exists && !st.IsNotFound()) return st;
     if (dst_exists && (flags & RENAME_NOREPLACE)) return Status::FromErrno(EEXIST, "exists");
@@ -611,6 +618,13 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     if (parent != new_parent) b.PutInode(np);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
     EntriesChanged(parent.get());
+    dentries_.Erase(parent_ino, name);
+    dentries_.Put(new_parent_ino, new_name, se);
+    if (flags & RENAME_EXCHANGE) {
+      dentries_.Put(parent_ino, name, de);
+    } else if (dst_dir) {
+      dentries_.Drop(de.ino);  // removed
+    }
     if (parent != new_parent) {
       EntriesChanged(new_parent.get());
       // A directory moved to another parent has a new "..".
@@ -646,6 +660,12 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
 
 void Filesystem::EntriesChanged(Inode* dir) { dir->entries_gen = ++ns_gen_; }
 
+Status Filesystem::GetDentry(uint64_t dir, std::string_view name, kv::DirEntry* e) {
+  bool found;
+  if (!dentries_.Lookup(dir, name, e, &found)) return meta_->GetDentry(dir, name, e);
+  return found ? Status::OK() : Status::NotFound("no such entry");
+}
+
 uint64_t Filesystem::EntriesGen(uint64_t dir) {
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   return EntriesGenLocked(dir);
@@ -673,6 +693,7 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_
   out->clear();
   out->push_back({".", ino, S_IFDIR});
   out->push_back({"..", parent, S_IFDIR});
+  if (dentries_.List(ino, out)) return Status::OK();
   Status decode;
   SEPFS_RETURN_IF_ERROR(
       meta_->ScanPrefix(kv::DentryPrefix(ino), [&](std::string_view key, std::string_view value) {
@@ -686,6 +707,7 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_
         out->push_back({std::string(name), e.ino, e.type});
         return true;
       }));
+  if (decode.ok()) dentries_.Fill(ino, out->cbegin() + 2, out->cend());
   return decode;
 }
 
@@ -710,7 +732,7 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
       if (entries[i].name == "." || entries[i].name == "..") continue;
       kv::DirEntry now;
       const Status st = dir == 0 ? Status::NotFound("listing without \".\"")
-                                 : meta_->GetDentry(dir, entries[i].name, &now);
+                                 : GetDentry(dir, entries[i].name, &now);
       if (!st.ok() && !st.IsNotFound()) return st;
       stale[i - base] = !st.ok() || now.ino != entries[i].ino;
     }

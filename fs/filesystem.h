@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fs/dentry_cache.h"
 #include "fs/gc.h"
 #include "fs/gc_index.h"
 #include "fs/inode.h"
@@ -92,11 +93,6 @@ struct SetAttrRequest {
   kv::Timespec atime, mtime, ctime;
 };
 
-struct DirListEntry {
-  std::string name;
-  uint64_t ino = 0;
-  uint32_t type = 0;  // S_IFMT bits
-};
 
 // Where the bytes of a read are, in file order (Filesystem::ReadInto with
 // pieces): spans of the caller's buffer and of cached record data, which
@@ -120,6 +116,11 @@ struct FsStats {
   std::atomic<uint64_t> handles_opened{0};  // OpenFile calls (FUSE OPEN and CREATE)
   std::atomic<uint64_t> dir_listings{0};    // ListDir calls: listings the daemon took
 };
+
+// Budget of the directory entries kept in memory (fs/dentry_cache.h), and
+// the largest directory kept.
+constexpr size_t kDentryCacheBytes = 8u << 20;
+constexpr size_t kDentryCacheDirEntries = 16384;
 
 class Filesystem {
  public:
@@ -240,6 +241,7 @@ class Filesystem {
   static uint64_t MaxFileSize() { return (1ull << 62); }
   Store* store() const { return store_.get(); }
   const FsStats& stats() const { return stats_; }
+  DentryCacheStats DentryStats() const { return dentries_.stats(); }
 
  private:
   explicit Filesystem(const FsOptions& options);
@@ -341,6 +343,10 @@ class Filesystem {
   std::atomic<uint64_t> ns_gen_{0};
   // A change of dir's entries, ".." included (ns_mu_ held exclusively).
   void EntriesChanged(Inode* dir);
+  // Directory entries from dentries_ when the directory is cached, else
+  // from LevelDB (ns_mu_ held, shared or exclusive).
+  Status GetDentry(uint64_t dir, std::string_view name, kv::DirEntry* e);
+  DentryCache dentries_{kDentryCacheBytes, kDentryCacheDirEntries};
   // EntriesGen with ns_mu_ held.
   uint64_t EntriesGenLocked(uint64_t dir);
   std::mutex flusher_mu_;

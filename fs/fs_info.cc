@@ -53,6 +53,12 @@ std::string Filesystem::StatsText() {
                 stats_.read_eio.load(), stats_.orphans_reclaimed.load(),
                 stats_.handles_opened.load(), stats_.dir_listings.load());
   s += buf;
+  const DentryCacheStats d = dentries_.stats();
+  std::snprintf(buf, sizeof(buf),
+                "  dentry cache         %" PRIu64 " dirs, %" PRIu64 " entries, %" PRIu64
+                " bytes; %" PRIu64 " hits, %" PRIu64 " misses\n",
+                d.dirs, d.entries, d.bytes, d.hits, d.misses);
+  s += buf;
   const RecoveryReport& r = recovery_;
   std::snprintf(buf, sizeof(buf),
                 "recovery:\n"

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -707,6 +708,104 @@ TEST_F(NamespaceTest, ManyEntriesListAndReadDirPlusWindows) {
   }));
   EXPECT_EQ(n, 600u);
   for (size_t i = 2; i < list.size(); i++) fs_->Forget(list[i].ino, 1);
+}
+
+// The directory entries kept in memory (fs/dentry_cache.h) answer exactly
+// as LevelDB does through any sequence of creates, links, removals and
+// renames (plain, no-replace, exchange, across directories), for listings,
+// lookups (negative ones too) and the emptiness check of rmdir.
+TEST_F(NamespaceTest, CachedEntriesStayExact) {
+  const uint64_t a = Mkdir(kRoot, "a"), b = Mkdir(kRoot, "b");
+  std::vector<uint64_t> dirs = {kRoot, a, b};
+  const std::vector<std::string> pool = {"n0", "n1", "n2", "n3", "n4", "sub0", "sub1"};
+  auto truth = [&](uint64_t dir) {
+    std::map<std::string, uint64_t> m;
+    EXPECT_OK(fs_->store()->meta()->ScanPrefix(
+        kv::DentryPrefix(dir), [&](std::string_view key, std::string_view value) {
+          uint64_t p;
+          std::string_view name;
+          kv::DirEntry e;
+          EXPECT_TRUE(kv::ParseDentryKey(key, &p, &name));
+          EXPECT_OK(kv::DecodeDirEntry(value, &e));
+          m[std::string(name)] = e.ino;
+          return true;
+        }));
+    return m;
+  };
+  auto check = [&](int step) {
+    for (uint64_t d : dirs) {
+      const auto want = truth(d);
+      std::vector<DirListEntry> list;
+      ASSERT_OK(fs_->ListDir(d, &list));
+      std::map<std::string, uint64_t> got;
+      for (size_t i = 2; i < list.size(); i++) got[list[i].name] = list[i].ino;
+      ASSERT_EQ(got, want) << "listing of " << d << " after step " << step;
+      for (const std::string& n : pool) {
+        kv::InodeRecord r;
+        const Status st = LookupNoRef(d, n, &r);
+        auto it = want.find(n);
+        if (it == want.end()) {
+          ASSERT_EQ(st.err(), ENOENT) << n << " in " << d << " after step " << step;
+        } else {
+          ASSERT_OK(st);
+          ASSERT_EQ(r.ino, it->second) << n << " in " << d << " after step " << step;
+        }
+      }
+    }
+  };
+  std::mt19937 rng(20261124);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  check(-1);  // fills the cache for the three directories
+  for (int step = 0; step < 1500; step++) {
+    const uint64_t d = dirs[pick(3)], d2 = dirs[pick(3)];
+    const std::string& n = pool[pick(pool.size())];
+    const std::string& n2 = pool[pick(pool.size())];
+    kv::InodeRecord r;
+    switch (pick(6)) {
+      case 0:
+        if (fs_->Mknod(caller_, d, n, (n[0] == 's' ? S_IFDIR : S_IFREG) | 0755, 0, &r).ok()) {
+          fs_->Forget(r.ino, 1);
+          if (n[0] == 's' && pick(2) == 0) {  // list the new directory, so it is cached too
+            std::vector<DirListEntry> l;
+            ASSERT_OK(fs_->ListDir(r.ino, &l));
+          }
+        }
+        break;
+      case 1:
+        (void)fs_->Unlink(d, n);
+        break;
+      case 2:
+        (void)fs_->Rmdir(d, n);  // fails with ENOTEMPTY unless the cache says empty right
+        break;
+      case 3: {
+        const unsigned flags = pick(3) == 0 ? RENAME_NOREPLACE : pick(2) == 0 ? RENAME_EXCHANGE : 0;
+        (void)fs_->Rename(d, n, d2, n2, flags);
+        break;
+      }
+      case 4:
+        if (kv::InodeRecord src; LookupNoRef(d, n, &src).ok() && S_ISREG(src.mode) &&
+                                 fs_->Link(src.ino, d2, n2, &r).ok()) {
+          fs_->Forget(r.ino, 1);
+        }
+        break;
+      case 5:  // subdirectories of a, b: moved into and out of the checked set by renames
+        if (kv::InodeRecord sub; LookupNoRef(d, n, &sub).ok() && S_ISDIR(sub.mode)) {
+          if (fs_->Mknod(caller_, sub.ino, "inner", S_IFREG | 0644, 0, &r).ok()) fs_->Forget(r.ino, 1);
+          (void)fs_->Rmdir(d, n);  // must fail now: not empty
+          ASSERT_OK(LookupNoRef(d, n, &sub)) << "rmdir removed a non-empty directory";
+          ASSERT_OK(fs_->Unlink(sub.ino, "inner"));
+        }
+        break;
+    }
+    check(step);
+  }
+  EXPECT_GT(fs_->DentryStats().hits, 10000u);
+  // And what LevelDB holds after a reopen (no cache) is what was listed.
+  std::map<uint64_t, std::map<std::string, uint64_t>> before;
+  for (uint64_t d : dirs) before[d] = truth(d);
+  Reopen();
+  for (uint64_t d : dirs) EXPECT_EQ(truth(d), before[d]);
+  check(1500);
 }
 
 }  // namespace
