@@ -55,6 +55,12 @@ constexpr uint64_t kUserStop = 2;   // Stop()'s wake-up
 // Room before the payload for the rebuilt fuse_in_header and first argument.
 constexpr size_t kPrefix = 4096;
 constexpr size_t kMinPayload = 32 * 4096;  // FUSE_DEFAULT_MAX_PAGES_PER_REQ pages
+// An idle handoff after which the thread ran again only this much later
+// means other tasks were runnable on its CPU (a lone caller gives it back
+// within tens of microseconds); the next kHandoffBackoff replies then go
+// out at normal priority.
+constexpr auto kHandoffStall = std::chrono::microseconds(200);
+constexpr unsigned kHandoffBackoff = 256;
 
 bool ConnectionEnded(int res) {
   return res == -ENOTCONN || res == -ECONNABORTED || res == -ECANCELED || res == -ENODEV;
@@ -93,7 +99,9 @@ struct FuseUring::Entry {
   uint64_t pending_unique = 0;
   // The unique of the request its handler is serving; 0 when none.
   std::atomic<uint64_t> unique{0};
-  bool idle = false;  // the thread is at SCHED_IDLE (idle handoff)
+  // Replies to commit at normal priority before the thread tries the idle
+  // handoff again (Serve).
+  unsigned handoff_backoff = 0;
   std::thread thread;
 };
 
@@ -322,25 +330,40 @@ void FuseUring::Serve(Entry* e) {
       }
       return;
     }
-    // The reply goes out with the next Wait: at SCHED_IDLE, so the caller
-    // it wakes stays on this CPU (idle handoff, fs/fuse_uring.h).
-    if (replied && idle_handoff_.load(std::memory_order_relaxed) && !e->idle) {
-      struct sched_param sp{};
-      e->idle = sched_setscheduler(0, SCHED_IDLE, &sp) == 0;
-    }
+    if (replied && idle_handoff_.load(std::memory_order_relaxed)) HandOff(e);
+  }
+}
+
+void FuseUring::HandOff(Entry* e) {
+  // Otherwise the commit goes with the next Wait, at normal priority.
+  if (e->handoff_backoff > 0) {
+    e->handoff_backoff--;
+    return;
+  }
+  struct sched_param sp{};
+  if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0) return;
+  handoffs_.fetch_add(1, std::memory_order_relaxed);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> l(e->sq_mu);
+    (void)e->ring->Submit();  // wakes the caller, which runs here at once
+  }
+  // Back here once this CPU had nothing else to run: soon if the caller
+  // was alone (it sent its next request, or slept); a slice or more if
+  // other tasks kept the CPU busy, and then the thread would be starved
+  // again at every reply. It stays at normal priority for a while.
+  const auto away = std::chrono::steady_clock::now() - start;
+  if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0 && idle_handoff_.exchange(false)) {
+    // Checked at Prepare, so not expected: no thread goes idle again.
+    std::fprintf(stderr, "sepfs: io_uring idle handoff off: %s\n", std::strerror(errno));
+  }
+  if (away > kHandoffStall) {
+    handoff_stalls_.fetch_add(1, std::memory_order_relaxed);
+    e->handoff_backoff = kHandoffBackoff;
   }
 }
 
 void FuseUring::Handle(Entry* e) {
-  if (e->idle) {
-    struct sched_param sp{};
-    if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0) {
-      e->idle = false;
-    } else if (idle_handoff_.exchange(false)) {
-      // Checked at Prepare, so not expected: no thread goes idle again.
-      std::fprintf(stderr, "sepfs: io_uring idle handoff off: %s\n", std::strerror(errno));
-    }
-  }
   fuse_in_header in;
   std::memcpy(&in, e->header.in_out, sizeof(in));
   const UringEntInOut io = e->header.ring_ent_in_out;
@@ -424,8 +447,11 @@ bool FuseUring::Reply(struct iovec* iov, int count, ssize_t* result) {
 std::string FuseUring::Describe() const {
   std::ostringstream s;
   s << "io_uring, " << queues_ << " queues x " << entries_.size() / std::max(1u, queues_)
-    << " threads" << (idle_handoff_.load() ? " (idle handoff)" : "") << ", " << requests()
-    << " requests";
+    << " threads, " << requests() << " requests";
+  if (idle_handoff_.load()) {
+    s << ", idle handoff on " << handoffs_.load() << " replies (" << handoff_stalls_.load()
+      << " stalled)";
+  }
   if (const unsigned f = failed_.load()) {
     s << ", " << f << " commands refused (" << std::strerror(first_error_.load()) << ")";
   }

@@ -169,6 +169,72 @@ TEST_F(UringTest, CallersOnEveryCpuAreServed) {
   EXPECT_EQ(Transport(mnt()).rfind("io_uring, ", 0), 0u);
 }
 
+// The count in "idle handoff on N replies (M stalled)"; fails if absent.
+uint64_t HandoffCount(const std::string& line, bool stalled) {
+  const std::string key = stalled ? " replies (" : "idle handoff on ";
+  const size_t at = line.find(key);
+  EXPECT_NE(at, std::string::npos) << line;
+  if (at == std::string::npos) return 0;
+  return std::stoull(line.substr(at + key.size()));
+}
+
+// A lone caller's replies are committed at SCHED_IDLE (so it is woken on
+// its own CPU); while other tasks keep every CPU busy, the handoff stalls
+// its thread and backs off, and the requests are still all served.
+TEST_F(UringTest, IdleHandoffBacksOffWhileTheCpuIsBusy) {
+  auto pin = [](unsigned cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+  };
+  const std::string f = P("x");
+  ASSERT_NO_FATAL_FAILURE(WriteFile(f, "data"));
+  // More than a backed-off thread's replies without the handoff (256).
+  constexpr int kCalls = 600;
+  auto round_trips = [&](int n) {
+    int served = 0;
+    char v[8];
+    for (int i = 0; i < n; ++i) {
+      if (::getxattr(f.c_str(), "user.none", v, sizeof(v)) < 0 && errno == ENODATA) ++served;
+    }
+    return served;
+  };
+  uint64_t handoffs, stalls;
+  {
+    std::thread lone([&] {
+      ASSERT_TRUE(pin(0));
+      EXPECT_EQ(round_trips(kCalls), kCalls);
+    });
+    lone.join();
+    const std::string line = Transport(mnt());
+    handoffs = HandoffCount(line, false);
+    stalls = HandoffCount(line, true);
+    // Not all of them: tests running beside this one may make a thread
+    // back off for a while.
+    EXPECT_GT(handoffs, 0u) << line;
+  }
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (unsigned c = 0; c < OnlineCpus(); ++c) {
+    hogs.emplace_back([&, c] {
+      (void)pin(c);
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  std::thread busy([&] {
+    EXPECT_TRUE(pin(0));
+    EXPECT_EQ(round_trips(kCalls), kCalls);
+  });
+  busy.join();
+  stop = true;
+  for (auto& t : hogs) t.join();
+  const std::string line = Transport(mnt());
+  EXPECT_GT(HandoffCount(line, true), stalls) << line;
+  EXPECT_GT(HandoffCount(line, false), handoffs) << line;
+}
+
 // Unmounting ends the ring's waiting entries; the daemon exits cleanly and
 // everything written is there at the next mount.
 TEST_F(UringTest, UnmountEndsTheRingAndKeepsTheData) {
