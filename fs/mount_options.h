@@ -65,7 +65,7 @@ struct MountOptions {
   // default (noio_uring): metadata round trips gain, but streaming reads
   // and writes lose the second CPU (bench/RESULTS.md).
   bool io_uring = false;
-  // noidle_handoff: io_uring threads stay SCHED_OTHER while they wait
+  // noidle_handoff: io_uring threads commit their replies at SCHED_OTHER
   // (fs/fuse_uring.h, "Idle handoff"), and callers migrate between CPUs.
   bool idle_handoff = true;
   // Every change to the namespace and attributes goes through this mount,
