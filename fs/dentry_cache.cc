@@ -73,10 +73,10 @@ void DentryCache::Put(uint64_t dir, std::string_view name, const kv::DirEntry& e
   Dir& d = it->second;
   auto [pos, inserted] = d.entries.insert_or_assign(std::string(name), e);
   if (!inserted) return;
-  if (d.entries.size() > max_entries_) return EraseLocked(it);
   d.bytes += EntryBytes(name);
   bytes_ += EntryBytes(name);
   entries_++;
+  if (d.entries.size() > max_entries_) return EraseLocked(it);
   TrimLocked();
 }
 

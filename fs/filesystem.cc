@@ -685,10 +685,12 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   if (gen != nullptr) *gen = in->entries_gen;
   uint64_t parent;
+  bool removed;
   {
     std::lock_guard<std::mutex> il(in->mu);
     if (!IsDir(in->rec.mode)) return Status::FromErrno(ENOTDIR, "not a directory");
     parent = in->parent ? in->parent : ino;
+    removed = in->rec.nlink == 0;
   }
   out->clear();
   out->push_back({".", ino, S_IFDIR});
@@ -707,7 +709,8 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_
         out->push_back({std::string(name), e.ino, e.type});
         return true;
       }));
-  if (decode.ok()) dentries_.Fill(ino, out->cbegin() + 2, out->cend());
+  // A removed directory (still open somewhere) is listed, not kept.
+  if (decode.ok() && !removed) dentries_.Fill(ino, out->cbegin() + 2, out->cend());
   return decode;
 }
 

@@ -91,6 +91,7 @@ TEST(DentryCache, LargeDirectoriesAreNotKept) {
   c.Put(2, "one-more", kv::DirEntry{99, 0100000});  // grows past the limit: dropped
   EXPECT_FALSE(c.List(2, &out));
   EXPECT_EQ(c.stats().dirs, 0u);
+  EXPECT_EQ(c.stats().entries, 0u);
   EXPECT_EQ(c.stats().bytes, 0u);
 }
 
