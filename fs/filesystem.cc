@@ -620,11 +620,7 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
     EntriesChanged(parent.get());
     dentries_.Erase(parent_ino, name);
     dentries_.Put(new_parent_ino, new_name, se);
-    if (flags & RENAME_EXCHANGE) {
-      dentries_.Put(parent_ino, name, de);
-    } else if (dst_dir) {
-      dentries_.Drop(de.ino);  // removed
-    }
+    if (flags & RENAME_EXCHANGE) dentries_.Put(parent_ino, name, de);
     if (parent != new_parent) {
       EntriesChanged(new_parent.get());
       // A directory moved to another parent has a new "..".
@@ -647,7 +643,10 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
         if (dst_dir) dst->parent = parent_ino;
       } else {
         replaced = dst;
-        if (dst_dir) alloc_->ForgetDir(dst->ino);
+        if (dst_dir) {
+          alloc_->ForgetDir(dst->ino);
+          dentries_.Drop(dst->ino);
+        }
       }
     }
   }

@@ -93,7 +93,6 @@ struct SetAttrRequest {
   kv::Timespec atime, mtime, ctime;
 };
 
-
 // Where the bytes of a read are, in file order (Filesystem::ReadInto with
 // pieces): spans of the caller's buffer and of cached record data, which
 // `holds` keeps alive until the pieces are cleared.

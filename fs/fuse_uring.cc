@@ -121,8 +121,9 @@ unsigned PossibleCpus() {
     const size_t dash = part.find('-');
     try {
       const unsigned first = static_cast<unsigned>(std::stoul(part.substr(0, dash)));
-      const unsigned last =
-          dash == std::string::npos ? first : static_cast<unsigned>(std::stoul(part.substr(dash + 1)));
+      const unsigned last = dash == std::string::npos
+                                ? first
+                                : static_cast<unsigned>(std::stoul(part.substr(dash + 1)));
       if (last < first) return 0;
       count += last - first + 1;
     } catch (...) {

@@ -51,7 +51,9 @@ std::string StoreReport(Store* store) {
   Line(&out, "  records read         %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " preads)\n",
        vs.records_read, vs.bytes_read, vs.preads);
   Line(&out, "  checksum errors      %" PRIu64 "\n", vs.checksum_errors);
-  if (vs.sync_failed) out += "  sync FAILED          every fsync fails until the store is mounted again\n";
+  if (vs.sync_failed) {
+    out += "  sync FAILED          every fsync fails until the store is mounted again\n";
+  }
   const auto ms = store->meta()->stats();
   out += "metadata:\n";
   Line(&out, "  gets %" PRIu64 "  writes %" PRIu64 " (%" PRIu64 " synced)  scans %" PRIu64

@@ -523,7 +523,8 @@ Status ValueLog::Impl::Sync(StreamMask streams, std::vector<StreamHead>* heads) 
 }
 
 Status ValueLog::Impl::LatchSyncError(Status st) {
-  sync_error_ = st.WithContext("vLog sync failed; every later sync fails until the store is mounted again");
+  sync_error_ = st.WithContext(
+      "vLog sync failed; every later sync fails until the store is mounted again");
   sync_failed_.store(true);
   Log(sync_error_.ToString());
   return sync_error_;

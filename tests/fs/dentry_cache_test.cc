@@ -12,7 +12,9 @@ namespace {
 
 std::vector<DirListEntry> Entries(int n, const std::string& prefix = "name-") {
   std::vector<DirListEntry> v;
-  for (int i = 0; i < n; i++) v.push_back({prefix + std::to_string(1000 + i), uint64_t(i + 10), 0100000});
+  for (int i = 0; i < n; i++) {
+    v.push_back({prefix + std::to_string(1000 + i), uint64_t(i + 10), 0100000});
+  }
   return v;
 }
 

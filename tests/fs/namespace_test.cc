@@ -790,7 +790,9 @@ TEST_F(NamespaceTest, CachedEntriesStayExact) {
         break;
       case 5:  // subdirectories of a, b: moved into and out of the checked set by renames
         if (kv::InodeRecord sub; LookupNoRef(d, n, &sub).ok() && S_ISDIR(sub.mode)) {
-          if (fs_->Mknod(caller_, sub.ino, "inner", S_IFREG | 0644, 0, &r).ok()) fs_->Forget(r.ino, 1);
+          if (fs_->Mknod(caller_, sub.ino, "inner", S_IFREG | 0644, 0, &r).ok()) {
+            fs_->Forget(r.ino, 1);
+          }
           (void)fs_->Rmdir(d, n);  // must fail now: not empty
           ASSERT_OK(LookupNoRef(d, n, &sub)) << "rmdir removed a non-empty directory";
           ASSERT_OK(fs_->Unlink(sub.ino, "inner"));

@@ -59,7 +59,9 @@ class FaultEnv : public EnvWrapper {
     }
     Status Sync() override {
       ++env_->syncs;
-      if (env_->fail_sync) return Status::FromErrno(EIO, target()->path() + ": fdatasync: injected");
+      if (env_->fail_sync) {
+        return Status::FromErrno(EIO, target()->path() + ": fdatasync: injected");
+      }
       return target()->Sync();
     }
 
