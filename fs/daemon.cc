@@ -142,7 +142,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     return 1;
   }
   opts += ",subtype=sepfs";
-  if (req.options.default_permissions) opts += ",default_permissions";
+  if (ResolveDefaultPermissions(req.options, ::getuid())) opts += ",default_permissions";
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");
   argv_s.push_back(opts);
@@ -240,7 +240,7 @@ void LimitMallocArenas() {
 int Mount(const MountRequest& req) {
   Status st = CheckMountpoint(req.mountpoint);
   const auto& pass = req.options.passthrough;
-  if (st.ok() && !req.options.default_permissions &&
+  if (st.ok() && req.options.default_permissions == false &&
       std::find(pass.begin(), pass.end(), "allow_other") != pass.end()) {
     // sepfs leaves permission checks to the kernel (default_permissions).
     st = Status::InvalidArgument(

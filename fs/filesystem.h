@@ -5,7 +5,8 @@
 // namespace change is one atomic LevelDB batch; file data goes to the vLog
 // through a dirty-block cache that is flushed on fsync, release, memory
 // pressure and a timer (see file_data.cc). Permission checks are the
-// kernel's (default_permissions); this layer enforces the namespace rules
+// kernel's (default_permissions, except on a mount private to root:
+// fs/mount_options.h); this layer enforces the namespace rules
 // (ENOTEMPTY, EEXIST, ENAMETOOLONG, ...).
 //
 // Lock order: ns_mu_ -> Inode::mu (ascending ino) -> checkpoint_mu_ ->

@@ -615,7 +615,11 @@ void OpAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
     if (!st.ok()) return ReplyErr(req, st);
     const fuse_ctx* c = fuse_req_ctx(req);
     int err = 0;
-    if (c->uid != 0 && mask != F_OK) {
+    if (c->uid == 0) {
+      // As for root on Linux: everything but executing a file with no
+      // execute bit at all.
+      if ((mask & X_OK) && !S_ISDIR(r.mode) && (r.mode & 0111) == 0) err = EACCES;
+    } else if (mask != F_OK) {
       uint32_t bits = r.mode & 07;
       if (c->uid == r.uid) {
         bits = (r.mode >> 6) & 07;

@@ -59,7 +59,7 @@ constexpr const char* kMountUsage =
     "  -f   stay in the foreground (default: detach once the mount is live)\n"
     "  -d   debug: trace FUSE requests (implies -f)\n"
     "  -o   options: allow_other, ro, nowriteback, nokillpriv, flush_on_close, noreaddirplus,\n"
-    "       noparallel_dirops, nodefault_permissions (not with allow_other), max_write=BYTES,\n"
+    "       noparallel_dirops, [no]default_permissions (not with allow_other), max_write=BYTES,\n"
     "       max_dirty_ratio=PCT (0-50, default 40), attr_timeout=SEC, entry_timeout=SEC,\n"
     "       flush_interval=SEC, cache_mb=N, threads=N,\n"
     "       cpu_latency=US (hold a CPU wake-up latency request while mounted; 0 keeps\n"

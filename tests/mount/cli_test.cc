@@ -497,6 +497,41 @@ TEST_F(UnmountedTest, CpuLatencyRequestIsHeldWhileMounted) {
   }
 }
 
+// The kernel checks permissions on every mount other users may reach, and
+// on a mount private to root only when asked: there every check would pass
+// for root anyway, and each costs a GETATTR of a changed directory. Root
+// still may not execute a file without an execute bit, either way.
+TEST_F(UnmountedTest, PermissionChecksUnlessPrivateToRoot) {
+  ASSERT_EQ(::getuid(), 0u) << "mount tests run as root";
+  const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
+      {{}, false},
+      {{"allow_other"}, true},
+      {{"default_permissions"}, true},
+      {{"nodefault_permissions"}, false},
+  };
+  int i = 0;
+  for (const auto& [opts, checked] : cases) {
+    SCOPED_TRACE("options #" + std::to_string(i));
+    ASSERT_NO_FATAL_FAILURE(Mount(opts));
+    EXPECT_EQ(MountSuperOptions(mnt()).count("default_permissions"), checked ? 1u : 0u);
+    const std::string script = P("s" + std::to_string(i));
+    ASSERT_NO_FATAL_FAILURE(WriteFile(script, "#!/bin/sh\nexit 7\n", 0644));
+    CmdResult r = RunCommand({script}, 20);
+    EXPECT_EQ(r.exit_code, -1) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, strerror(EACCES))) << r.Describe();
+    EXPECT_ERRNO(::access(script.c_str(), X_OK), EACCES);
+    ASSERT_SYS_OK(::chmod(script.c_str(), 0744));
+    EXPECT_SYS_OK(::access(script.c_str(), X_OK));
+    r = RunCommand({script}, 20);
+    EXPECT_EQ(r.exit_code, 7) << r.Describe();
+    ASSERT_SYS_OK(::chmod(script.c_str(), 0));
+    EXPECT_SYS_OK(::access(script.c_str(), R_OK | W_OK));
+    EXPECT_EQ(ReadFile(script), "#!/bin/sh\nexit 7\n");
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    ++i;
+  }
+}
+
 TEST_F(UnmountedTest, MountOptions) {
   const std::vector<std::vector<std::string>> option_sets = {
       {},

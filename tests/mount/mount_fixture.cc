@@ -214,19 +214,43 @@ bool IsMountpoint(const std::string& path) {
   return false;
 }
 
-std::string MountSource(const std::string& path) {
+namespace {
+
+// The fields of the newest line of /proc/self/mountinfo for a mount at path;
+// empty when nothing is mounted there.
+std::vector<std::string> MountinfoFields(const std::string& path) {
   std::ifstream in("/proc/self/mountinfo");
-  std::string line, source;
+  std::string line;
+  std::vector<std::string> found;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::vector<std::string> f;
     for (std::string x; fields >> x;) f.push_back(x);
-    if (f.size() < 5 || UnescapeMountinfo(f[4]) != path) continue;
-    // Optional fields end at "-"; the file system type and source follow.
-    auto dash = std::find(f.begin() + 5, f.end(), "-");
-    if (dash != f.end() && f.end() - dash >= 3) source = UnescapeMountinfo(*(dash + 2));
+    if (f.size() >= 5 && UnescapeMountinfo(f[4]) == path) found = std::move(f);
   }
-  return source;
+  return found;
+}
+
+// The field `n` after the "-" that ends the optional fields: 0 the file
+// system type, 1 the source, 2 the super options; "" when absent.
+std::string FieldAfterDash(const std::vector<std::string>& f, size_t n) {
+  if (f.size() < 6) return "";
+  auto dash = std::find(f.begin() + 5, f.end(), "-");
+  if (dash == f.end() || static_cast<size_t>(f.end() - dash) <= n + 1) return "";
+  return UnescapeMountinfo(*(dash + 1 + static_cast<std::ptrdiff_t>(n)));
+}
+
+}  // namespace
+
+std::string MountSource(const std::string& path) {
+  return FieldAfterDash(MountinfoFields(path), 1);
+}
+
+std::set<std::string> MountSuperOptions(const std::string& path) {
+  std::set<std::string> opts;
+  std::istringstream in(FieldAfterDash(MountinfoFields(path), 2));
+  for (std::string o; std::getline(in, o, ',');) opts.insert(o);
+  return opts;
 }
 
 std::string RandomBytes(size_t n, uint64_t seed) {

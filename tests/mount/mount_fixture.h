@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +96,9 @@ bool IsMountpoint(const std::string& path);
 // The source ("device", for sepfs the store) of the newest mount at path,
 // unescaped, from /proc/self/mountinfo; "" when nothing is mounted there.
 std::string MountSource(const std::string& path);
+// The super-block options of the newest mount at path ("rw", "user_id=0",
+// "default_permissions", ...), from /proc/self/mountinfo.
+std::set<std::string> MountSuperOptions(const std::string& path);
 
 // Deterministic pseudo-random bytes.
 std::string RandomBytes(size_t n, uint64_t seed);
