@@ -142,7 +142,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     return 1;
   }
   opts += ",subtype=sepfs";
-  if (ResolveDefaultPermissions(req.options, ::getuid())) opts += ",default_permissions";
+  if (req.options.default_permissions) opts += ",default_permissions";
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");
   argv_s.push_back(opts);
@@ -240,12 +240,15 @@ void LimitMallocArenas() {
 int Mount(const MountRequest& req) {
   Status st = CheckMountpoint(req.mountpoint);
   const auto& pass = req.options.passthrough;
-  if (st.ok() && req.options.default_permissions == false &&
-      std::find(pass.begin(), pass.end(), "allow_other") != pass.end()) {
+  auto passed = [&pass](const char* o) {
+    return std::find(pass.begin(), pass.end(), o) != pass.end();
+  };
+  if (st.ok() && !req.options.default_permissions &&
+      (passed("allow_other") || passed("allow_root"))) {
     // sepfs leaves permission checks to the kernel (default_permissions).
     st = Status::InvalidArgument(
-        "nodefault_permissions with allow_other would let every user past all permission "
-        "checks (sepfs does not check them itself)");
+        "nodefault_permissions with allow_other or allow_root would let other users past all "
+        "permission checks (sepfs does not check them itself)");
   }
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs: cannot mount %s: %s\n", req.store.c_str(),

@@ -5,7 +5,7 @@
 // namespace change is one atomic LevelDB batch; file data goes to the vLog
 // through a dirty-block cache that is flushed on fsync, release, memory
 // pressure and a timer (see file_data.cc). Permission checks are the
-// kernel's (default_permissions, except on a mount private to root:
+// kernel's (default_permissions; -o nodefault_permissions drops them,
 // fs/mount_options.h); this layer enforces the namespace rules
 // (ENOTEMPTY, EEXIST, ENAMETOOLONG, ...).
 //

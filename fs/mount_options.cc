@@ -51,12 +51,6 @@ unsigned DefaultFuseThreads() {
   return std::clamp(2 * cpus, 4u, 32u);
 }
 
-bool ResolveDefaultPermissions(const MountOptions& o, uid_t mounter) {
-  if (o.default_permissions.has_value()) return *o.default_permissions;
-  const auto& pass = o.passthrough;
-  return mounter != 0 || std::find(pass.begin(), pass.end(), "allow_other") != pass.end();
-}
-
 Status ParseMountOptions(const std::string& text, MountOptions* o) {
   // Options of mount(8)/fstab that mean nothing to a FUSE daemon.
   static const std::set<std::string> kIgnored = {"defaults", "auto", "noauto", "user",

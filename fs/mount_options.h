@@ -2,8 +2,6 @@
 // to libfuse / the kernel (allow_other, ro, nosuid, ...).
 #pragma once
 
-#include <sys/types.h>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,13 +41,13 @@ struct MountOptions {
   bool killpriv_v2 = true;
   bool readdirplus = true;         // noreaddirplus
   bool parallel_dirops = true;     // noparallel_dirops
-  // default_permissions / nodefault_permissions: whether the kernel checks
-  // permissions (sepfs itself does not, beyond FUSE_ACCESS). Unset, it does
-  // unless the mount is private to root (no allow_other, mounted by uid 0):
-  // only uid-0 processes can use such a mount, the checks would pass for
-  // them anyway (CAP_DAC_OVERRIDE), and they cost a GETATTR of the parent
-  // after every change to a directory (ResolveDefaultPermissions).
-  std::optional<bool> default_permissions;
+  // nodefault_permissions: the kernel does not check permissions, and
+  // sepfs does not either (beyond FUSE_ACCESS). Saves the GETATTR of a
+  // directory the kernel sends before the first operation in it after each
+  // change, but is safe only where every process that can reach the mount
+  // may do anything: refused with allow_other and allow_root; see README.md
+  // for the cases (NFS/SMB export, setfsuid, root without capabilities).
+  bool default_permissions = true;
   bool read_only = false;          // ro (also passed on)
   // buffered_vlog: vLog appends and record reads go through the page cache
   // instead of O_DIRECT (vlog::Options::direct_writes, direct_reads).
@@ -100,9 +98,5 @@ struct MountOptions {
 // Unknown sepfs-looking values (bad numbers, out of bounds, inf or nan) are
 // EINVAL with the option named.
 Status ParseMountOptions(const std::string& text, MountOptions* opts);
-
-// Whether the kernel is asked to check permissions: as chosen, or by
-// default unless the mount is private (no allow_other) to `mounter` uid 0.
-bool ResolveDefaultPermissions(const MountOptions& opts, uid_t mounter);
 
 }  // namespace sepfs::fs

@@ -36,25 +36,6 @@ TEST(MountOptions, SecondsWithinBoundsAreTaken) {
   EXPECT_EQ(o.flush_interval, 0.001);
 }
 
-// The kernel checks permissions unless only root's own processes can use the
-// mount; an explicit choice wins (the daemon refuses nodefault_permissions
-// with allow_other before this is asked).
-TEST(MountOptions, DefaultPermissionsUnlessPrivateToRoot) {
-  MountOptions o;
-  EXPECT_FALSE(ResolveDefaultPermissions(o, 0));
-  EXPECT_TRUE(ResolveDefaultPermissions(o, 1000));
-  ASSERT_TRUE(ParseMountOptions("allow_other", &o).ok());
-  EXPECT_TRUE(ResolveDefaultPermissions(o, 0));
-
-  MountOptions on;
-  ASSERT_TRUE(ParseMountOptions("default_permissions", &on).ok());
-  EXPECT_TRUE(ResolveDefaultPermissions(on, 0));
-  MountOptions off;
-  ASSERT_TRUE(ParseMountOptions("nodefault_permissions", &off).ok());
-  EXPECT_FALSE(ResolveDefaultPermissions(off, 0));
-  EXPECT_FALSE(ResolveDefaultPermissions(off, 1000));
-}
-
 // inf or 1e300 seconds overflow the clock a wait is added to (the flusher
 // then spins); nan, negatives and blanks are no number of seconds.
 TEST(MountOptions, SecondsOutOfBoundsAreRefused) {

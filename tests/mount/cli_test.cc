@@ -311,12 +311,15 @@ TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
     EXPECT_FALSE(IsMountpoint(mnt())) << opt;
   }
   // Each fine alone, together they would open the store to every user.
-  CmdResult r = RunSepfs(
-      {"mount", "-f", "-o", "nodefault_permissions,allow_other", store(), mnt()}, 20);
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_NE(r.exit_code, 0) << r.Describe();
-  EXPECT_TRUE(Contains(r.err, "nodefault_permissions with allow_other")) << r.Describe();
-  EXPECT_FALSE(IsMountpoint(mnt()));
+  for (const char* opt :
+       {"nodefault_permissions,allow_other", "allow_root,nodefault_permissions"}) {
+    CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
+    EXPECT_FALSE(r.timed_out) << opt;
+    EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "nodefault_permissions with allow_other or allow_root"))
+        << r.Describe();
+    EXPECT_FALSE(IsMountpoint(mnt())) << opt;
+  }
   ASSERT_NO_FATAL_FAILURE(Mount());
 }
 
@@ -497,14 +500,14 @@ TEST_F(UnmountedTest, CpuLatencyRequestIsHeldWhileMounted) {
   }
 }
 
-// The kernel checks permissions on every mount other users may reach, and
-// on a mount private to root only when asked: there every check would pass
-// for root anyway, and each costs a GETATTR of a changed directory. Root
-// still may not execute a file without an execute bit, either way.
-TEST_F(UnmountedTest, PermissionChecksUnlessPrivateToRoot) {
+// The kernel checks permissions unless told not to (nodefault_permissions,
+// for a mount only root's own processes use). Root may not execute a file
+// without an execute bit either way: the kernel refuses exec, and access(2)
+// is answered by the kernel with the checks, by FUSE_ACCESS without.
+TEST_F(UnmountedTest, PermissionChecksByDefault) {
   ASSERT_EQ(::getuid(), 0u) << "mount tests run as root";
   const std::vector<std::pair<std::vector<std::string>, bool>> cases = {
-      {{}, false},
+      {{}, true},
       {{"allow_other"}, true},
       {{"default_permissions"}, true},
       {{"nodefault_permissions"}, false},
