@@ -334,12 +334,13 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   if (req.set_mtime) r.mtime = req.mtime;
   if (req.set_mtime_now) r.mtime = now;
   r.ctime = req.set_ctime ? req.ctime : now;
-  if (!req.set_mode && !req.set_uid && !req.set_gid && !req.set_size && !req.kill_suidgid) {
-    // Times alone reach the LSM with the inode's next flush (the flusher
-    // within flush_interval, fsync, syncfs, unmount, forget), as the times
-    // a write sets do. Under the writeback cache the kernel sends one such
-    // SETATTR after each file's last write and after each rename and unlink
-    // (fuse_update_ctime); an unlinked inode's times are never written.
+  if (saved.nlink == 0 && !req.set_mode && !req.set_uid && !req.set_gid && !req.set_size &&
+      !req.kill_suidgid) {
+    // Times alone of an unlinked inode (the kernel sends them after every
+    // unlink, fuse_update_ctime): nothing could read them after a crash,
+    // which reclaims the orphan, so they go with its next flush, if any
+    // (it may still be open). Any other SETATTR is one batch at once: an
+    // fsync anywhere makes it durable (docs/durability.md).
     in->attr_dirty = true;
     *out = AttrLocked(in.get());
     return Status::OK();
