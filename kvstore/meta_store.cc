@@ -137,6 +137,15 @@ class MetaStore::Impl {
   std::mutex sync_mu_;  // one Sync() at a time
   std::function<Status()> before_sync_;  // SetBeforeSync
 
+  // ApproximateBytes: the last directory scan's total, when (env_ micros)
+  // and the bytes written through Write by then.
+  std::mutex size_mu_;
+  bool size_known_ = false;
+  uint64_t size_total_ = 0;
+  uint64_t size_at_us_ = 0;
+  uint64_t size_written_ = 0;
+  std::atomic<uint64_t> bytes_written_{0};  // batch bytes given to Write
+
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> synced_writes_{0};
@@ -186,6 +195,7 @@ Status MetaStore::Get(std::string_view key, std::string* value) {
 Status MetaStore::Write(Batch* batch, bool sync) {
   impl_->writes_.fetch_add(1, std::memory_order_relaxed);
   if (sync) impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);
+  impl_->bytes_written_.fetch_add(batch->ApproximateSize(), std::memory_order_relaxed);
   SEPFS_RETURN_IF_ERROR(impl_->WriteError());
   const uint64_t before = impl_->unsynced_written_.load(std::memory_order_acquire);
   // A synced write makes every earlier write durable too: what they name
@@ -354,6 +364,17 @@ std::string MetaStore::LevelDbStats() const {
 }
 
 uint64_t MetaStore::ApproximateBytes() const {
+  // A scan costs a stat(2) per file, and statfs asks on every call (dbench:
+  // about 2 000 a second): a scan serves for kSizeReuseMicros, plus what
+  // was written since (compactions may shrink the real figure meanwhile).
+  constexpr uint64_t kSizeReuseMicros = 1000000;
+  const uint64_t now = impl_->env_->NowMicros();
+  const uint64_t written = impl_->bytes_written_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> l(impl_->size_mu_);
+  if (impl_->size_known_ && now >= impl_->size_at_us_ &&
+      now - impl_->size_at_us_ < kSizeReuseMicros) {
+    return impl_->size_total_ + (written - impl_->size_written_);
+  }
   std::vector<std::string> children;
   if (!impl_->env_->GetChildren(impl_->dir_, &children).ok()) return 0;
   uint64_t total = 0;
@@ -362,6 +383,10 @@ uint64_t MetaStore::ApproximateBytes() const {
     uint64_t size = 0;
     if (impl_->env_->GetFileSize(impl_->dir_ + "/" + name, &size).ok()) total += size;
   }
+  impl_->size_known_ = true;
+  impl_->size_total_ = total;
+  impl_->size_at_us_ = now;
+  impl_->size_written_ = written;
   return total;
 }
 

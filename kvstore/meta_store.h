@@ -119,7 +119,8 @@ class MetaStore {
   Stats stats() const;
   // LevelDB's own property text ("leveldb.stats"), for `sepfs stats`.
   std::string LevelDbStats() const;
-  // Approximate bytes of the LevelDB files.
+  // Approximate bytes of the LevelDB files: a scan of the directory at most
+  // a second old, plus the bytes of the batches written since.
   uint64_t ApproximateBytes() const;
 
   leveldb::DB* TEST_db() const;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -357,6 +359,30 @@ TEST_F(MetaStoreTest, StatsTextAndSize) {
   EXPECT_NE(store_->LevelDbStats().find("Compactions"), std::string::npos)
       << store_->LevelDbStats();
   EXPECT_GT(store_->ApproximateBytes(), 1000u * 40);
+}
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) total += e.file_size();
+  return total;
+}
+
+// ApproximateBytes reuses a directory scan for a second: what is written
+// meanwhile is added, and a later call scans again.
+TEST_F(MetaStoreTest, ApproximateBytesCountsWritesBetweenScans) {
+  const uint64_t first = store_->ApproximateBytes();
+  EXPECT_EQ(first, DirBytes(dir_));
+  Batch b;
+  for (uint64_t ino = 0; ino < 2000; ++ino) b.PutInode(Inode(ino, 0100644));
+  const uint64_t batch_bytes = b.ApproximateSize();
+  ASSERT_TRUE(store_->Write(&b, false).ok());
+  // Within the second: the scan's total plus the batch, not a stale figure.
+  EXPECT_EQ(store_->ApproximateBytes(), first + batch_bytes);
+  EXPECT_GE(DirBytes(dir_), first + batch_bytes);
+  // Compacted into a table, the log gone: a second later, a fresh scan.
+  store_->TEST_db()->CompactRange(nullptr, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(store_->ApproximateBytes(), DirBytes(dir_));
 }
 
 TEST_F(MetaStoreTest, SecondOpenInSameProcessIsEBUSY) {
