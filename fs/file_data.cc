@@ -111,7 +111,7 @@ Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
   return Status::OK();
 }
 
-Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, bool kill_suidgid) {
+Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, WriteEffects fx) {
   if (data.empty()) return Status::OK();
   if (off + data.size() < off || off + data.size() > MaxFileSize()) {
     return Status::FromErrno(EFBIG, "write past the maximum file size");
@@ -155,8 +155,12 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, bool
     done += n;
   }
   in->rec.size = std::max<uint64_t>(in->rec.size, off + data.size());
-  in->rec.mtime = in->rec.ctime = Now();
-  if (kill_suidgid) in->rec.mode = KillSuidSgid(in->rec.mode);
+  if (!fx.kernel_times) in->rec.mtime = in->rec.ctime = Now();
+  if (fx.kill_suidgid) {
+    const uint32_t mode = KillSuidSgid(in->rec.mode);
+    if (mode != in->rec.mode) in->rec.ctime = Now();
+    in->rec.mode = mode;
+  }
   in->attr_dirty = true;
   stats_.user_bytes_written += data.size();
   if (in->dirty_bytes >= options_.inode_flush_bytes) {

@@ -122,6 +122,16 @@ struct FsStats {
 constexpr size_t kDentryCacheBytes = 8u << 20;
 constexpr size_t kDentryCacheDirEntries = 16384;
 
+// What a write changes besides the data and the size.
+struct WriteEffects {
+  bool kill_suidgid = false;  // clear set-user/group-ID (FUSE_WRITE_KILL_SUIDGID)
+  // Leave mtime and ctime as they are. With the writeback cache the kernel
+  // keeps a regular file's times and sends them in a SETATTR; pages may
+  // reach us after that (an mmap's or a copy_file_range's, at close), and
+  // the time of their arrival would replace the time the user saw.
+  bool kernel_times = false;
+};
+
 class Filesystem {
  public:
   static constexpr uint64_t kRootIno = 1;
@@ -200,7 +210,7 @@ class Filesystem {
   // byte is in out.
   Status ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, size_t* got,
                   FileHandle* fh, ReadPieces* pieces = nullptr);
-  Status Write(uint64_t ino, uint64_t off, std::string_view data, bool kill_suidgid = false);
+  Status Write(uint64_t ino, uint64_t off, std::string_view data, WriteEffects fx = {});
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
   Status FsyncDir(uint64_t ino);

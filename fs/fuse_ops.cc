@@ -100,8 +100,10 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   const MountOptions& o = ctx->options;
   if (o.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
     conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    ctx->kernel_times = true;
   } else {
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    ctx->kernel_times = false;
   }
   if (o.readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS)) {
     conn->want |= FUSE_CAP_READDIRPLUS;
@@ -372,7 +374,8 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
              struct fuse_file_info*) {
   Guard(req, [&] {
     const bool kill = CurrentWireFlags().kill_suidgid;
-    Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), kill);
+    const WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->kernel_times.load()};
+    Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), fx);
     if (!st.ok()) return ReplyErr(req, st);
     // The kernel keeps its cached mode after such a write; make it ask again
     // before the writer can see the old set-id bits. Attributes only (off <

@@ -28,6 +28,9 @@ struct FuseContext {
   // Directories likewise (no OPENDIR, no RELEASEDIR): set at INIT from the
   // kernel's support. Readdir keeps no handle either way.
   std::atomic<bool> no_opendir{false};
+  // The writeback cache is on (set at INIT): the kernel owns the mtime and
+  // ctime of regular files, and WRITEs leave them alone (WriteEffects).
+  std::atomic<bool> kernel_times{false};
   DirListings listings{kDirListingBytes};
   struct fuse_session* session = nullptr;  // for notifications to the kernel
 };

@@ -3,11 +3,13 @@
 // contents, and a sparse file larger than 4 GiB.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <sstream>
 #include <string>
@@ -213,6 +215,53 @@ TEST_F(PersistTest, WholeTreeSurvivesRemount) {
   EXPECT_TRUE(SameBytes(ReadFile(P("a/b/c/d/deep")), RandomBytes(3000, 1)));
   ASSERT_SYS_OK(::unlink(P("hard1").c_str()));
   EXPECT_TRUE(SameBytes(ReadFile(P("a/hard2")), RandomBytes(5000, 204)));
+}
+
+// With the writeback cache the kernel keeps a file's mtime and ctime and
+// sends them in a SETATTR; pages written back after it (an mmap's or a
+// copy_file_range's, at close) must not replace them with the time they
+// reached the daemon. Times set while the file is open and dirty, too.
+TEST_F(PersistTest, WriteBackKeepsTheTimesTheKernelShowed) {
+  const std::string data = RandomBytes(100000, 31);
+  {
+    UniqueFd fd(::open(P("utime-open").c_str(), O_CREAT | O_RDWR, 0644));
+    ASSERT_SYS_OK(fd.get());
+    ASSERT_EQ(::write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
+    struct timespec old[2] = {{1000000000, 123}, {1000000000, 456}};
+    ASSERT_SYS_OK(::futimens(fd.get(), old));
+  }
+  {
+    UniqueFd fd(::open(P("mapped").c_str(), O_CREAT | O_RDWR, 0644));
+    ASSERT_SYS_OK(fd.get());
+    ASSERT_SYS_OK(::ftruncate(fd.get(), 65536));
+    void* m = ::mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    ASSERT_NE(m, MAP_FAILED) << strerror(errno);
+    std::memcpy(static_cast<char*>(m) + 100, data.data(), 5000);
+    ASSERT_SYS_OK(::munmap(m, 65536));
+  }
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("source"), data));
+  {
+    UniqueFd in(::open(P("source").c_str(), O_RDONLY));
+    UniqueFd out(::open(P("copied").c_str(), O_CREAT | O_WRONLY, 0644));
+    ASSERT_SYS_OK(in.get());
+    ASSERT_SYS_OK(out.get());
+    ASSERT_EQ(::copy_file_range(in.get(), nullptr, out.get(), nullptr, data.size(), 0),
+              static_cast<ssize_t>(data.size()));
+  }
+  const std::vector<std::string> names = {"utime-open", "mapped", "copied"};
+  std::map<std::string, struct stat> before;
+  for (const std::string& n : names) ASSERT_SYS_OK(::stat(P(n).c_str(), &before[n]));
+  EXPECT_EQ(before["utime-open"].st_mtim.tv_sec, 1000000000);
+  ASSERT_NO_FATAL_FAILURE(Remount());
+  for (const std::string& n : names) {
+    struct stat st;
+    ASSERT_SYS_OK(::stat(P(n).c_str(), &st));
+    EXPECT_EQ(st.st_mtim.tv_sec, before[n].st_mtim.tv_sec) << n;
+    EXPECT_EQ(st.st_mtim.tv_nsec, before[n].st_mtim.tv_nsec) << n;
+    EXPECT_EQ(st.st_ctim.tv_sec, before[n].st_ctim.tv_sec) << n;
+    EXPECT_EQ(st.st_ctim.tv_nsec, before[n].st_ctim.tv_nsec) << n;
+  }
+  EXPECT_TRUE(SameBytes(ReadFile(P("copied")), data));
 }
 
 TEST_F(PersistTest, SparseFileBeyond4GiB) {
