@@ -287,7 +287,14 @@ Status Filesystem::Lookup(uint64_t parent, std::string_view name, kv::InodeRecor
 
 kv::InodeRecord Filesystem::AttrLocked(const Inode* in) const {
   kv::InodeRecord r = in->rec;
-  for (const auto& [b, data] : in->dirty) r.blocks += (data.size() + 511) / 512;
+  if (in->dirty.empty()) return r;
+  for (const auto& [b, data] : in->dirty) r.blocks += SectorsOf(data.size());
+  // A dirty block that replaces a stored one is counted twice until its
+  // flush (what it replaces is known only then). No file holds more than
+  // its blocks up to the size, whole: the bound makes the common cases
+  // exact (an overwrite inside a file that is not sparse).
+  const uint64_t nblocks = (r.size + block_size_ - 1) / block_size_;
+  r.blocks = std::min<uint64_t>(r.blocks, nblocks * SectorsOf(block_size_));
   return r;
 }
 

@@ -509,8 +509,11 @@ TEST_F(SmallDataTest, BlocksGrowAndShrink) {
   EXPECT_GE(Attr(f).blocks, 10 * bs / 512);  // counted before the flush too
   ASSERT_OK(fs_->Flush(f));
   EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
-  // Rewriting does not grow the allocation once flushed.
+  // Rewriting does not grow the allocation, before its flush either.
   ASSERT_OK(fs_->Write(f, 0, Payload(2, 10 * bs)));
+  EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
+  ASSERT_OK(fs_->Write(f, 3 * bs + 100, "partial"));
+  EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
   ASSERT_OK(fs_->Flush(f));
   EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
   SetSize(f, 0);
