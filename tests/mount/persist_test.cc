@@ -220,7 +220,9 @@ TEST_F(PersistTest, WholeTreeSurvivesRemount) {
 // With the writeback cache the kernel keeps a file's mtime and ctime and
 // sends them in a SETATTR; pages written back after it (an mmap's or a
 // copy_file_range's, at close) must not replace them with the time they
-// reached the daemon. Times set while the file is open and dirty, too.
+// reached the daemon; nor the WRITE of a write(2) that came in the same
+// tick of the kernel's clock as an earlier one already written back (the
+// kernel sends no times then). Times set while the file is open, too.
 TEST_F(PersistTest, WriteBackKeepsTheTimesTheKernelShowed) {
   const std::string data = RandomBytes(100000, 31);
   {
@@ -239,6 +241,15 @@ TEST_F(PersistTest, WriteBackKeepsTheTimesTheKernelShowed) {
     std::memcpy(static_cast<char*>(m) + 100, data.data(), 5000);
     ASSERT_SYS_OK(::munmap(m, 65536));
   }
+  {
+    // The second write falls in the same tick of the kernel's clock as the
+    // first: no new times to send, so only its WRITE reaches the daemon.
+    UniqueFd fd(::open(P("rewritten").c_str(), O_CREAT | O_RDWR, 0644));
+    ASSERT_SYS_OK(fd.get());
+    ASSERT_EQ(::write(fd.get(), data.data(), 1000), 1000);
+    ASSERT_SYS_OK(::fsync(fd.get()));
+    ASSERT_EQ(::write(fd.get(), data.data(), 1000), 1000);
+  }
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("source"), data));
   {
     UniqueFd in(::open(P("source").c_str(), O_RDONLY));
@@ -248,7 +259,7 @@ TEST_F(PersistTest, WriteBackKeepsTheTimesTheKernelShowed) {
     ASSERT_EQ(::copy_file_range(in.get(), nullptr, out.get(), nullptr, data.size(), 0),
               static_cast<ssize_t>(data.size()));
   }
-  const std::vector<std::string> names = {"utime-open", "mapped", "copied"};
+  const std::vector<std::string> names = {"utime-open", "mapped", "copied", "rewritten"};
   std::map<std::string, struct stat> before;
   for (const std::string& n : names) ASSERT_SYS_OK(::stat(P(n).c_str(), &before[n]));
   EXPECT_EQ(before["utime-open"].st_mtim.tv_sec, 1000000000);
