@@ -645,6 +645,15 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 }
 
 void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info*) {
+  // With the writeback cache, written data may still sit in the kernel's
+  // dirty pages, unknown here, and the kernel sends LSEEK without writing
+  // them back: a hole or ENXIO answered from our blocks made `cp` copy
+  // zeros. ENOSYS makes the kernel answer from its own size for the rest
+  // of the mount (the whole file is data; holes are not reported).
+  if (Ctx(req)->kernel_times) {
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   Guard(req, [&] {
     if (off < 0) return ReplyErr(req, Status::FromErrno(ENXIO, "negative offset"));
     uint64_t result = 0;
