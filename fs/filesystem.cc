@@ -291,10 +291,10 @@ kv::InodeRecord Filesystem::AttrLocked(const Inode* in) const {
   for (const auto& [b, data] : in->dirty) r.blocks += SectorsOf(data.size());
   // A dirty block that replaces a stored one is counted twice until its
   // flush (what it replaces is known only then). No file holds more than
-  // its blocks up to the size, whole: the bound makes the common cases
-  // exact (an overwrite inside a file that is not sparse).
-  const uint64_t nblocks = (r.size + block_size_ - 1) / block_size_;
-  r.blocks = std::min<uint64_t>(r.blocks, nblocks * SectorsOf(block_size_));
+  // the sectors of its size (a record never reaches past the size, and a
+  // block's sectors are at most block_size / 512): the bound makes the
+  // common cases exact (an overwrite inside a file that is not sparse).
+  r.blocks = std::min<uint64_t>(r.blocks, SectorsOf(r.size));
   return r;
 }
 

@@ -516,6 +516,16 @@ TEST_F(SmallDataTest, BlocksGrowAndShrink) {
   EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
   ASSERT_OK(fs_->Flush(f));
   EXPECT_EQ(Attr(f).blocks, 10 * bs / 512);
+  // A partial last block: its overwrite is not counted twice either.
+  const uint64_t g = Create(kRoot, "g");
+  ASSERT_OK(fs_->Write(g, 0, Payload(3, 2 * bs + 700)));
+  ASSERT_OK(fs_->Flush(g));
+  const uint64_t flushed = Attr(g).blocks;
+  EXPECT_EQ(flushed, (2 * bs + 700 + 511) / 512);
+  ASSERT_OK(fs_->Write(g, 2 * bs + 10, "tail"));
+  EXPECT_EQ(Attr(g).blocks, flushed);
+  ASSERT_OK(fs_->Flush(g));
+  EXPECT_EQ(Attr(g).blocks, flushed);
   SetSize(f, 0);
   EXPECT_EQ(Attr(f).blocks, 0u);
   ASSERT_OK(fs_->Write(f, 0, Payload(3, 2 * bs + bs / 2)));
