@@ -236,17 +236,23 @@ class Side:
         r = os.copy_file_range(self._fd(src), self._fd(dst), n, off_in, off_out)
         return ('ok', r)
 
-    def op_mmap_write(self, slot, off, n, key, sync):
+    def _map(self, slot, off, n, prot):
+        """(mapping of [off, off + n) of slot's file, off's place in it), or
+        (None, size) when the range passes the end of a regular file."""
         fd = self._fd(slot)
         st = os.fstat(fd)
-        size = st.st_size
-        if stat.S_ISREG(st.st_mode) and off + n > size:
-            return ('beyond-eof', size)
+        if stat.S_ISREG(st.st_mode) and off + n > st.st_size:
+            return None, st.st_size
         base = off & ~(mmap.ALLOCATIONGRANULARITY - 1)
-        m = mmap.mmap(fd, off + n - base, flags=mmap.MAP_SHARED,
-                      prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=base)
+        m = mmap.mmap(fd, off + n - base, flags=mmap.MAP_SHARED, prot=prot, offset=base)
+        return m, off - base
+
+    def op_mmap_write(self, slot, off, n, key, sync):
+        m, at = self._map(slot, off, n, mmap.PROT_READ | mmap.PROT_WRITE)
+        if m is None:
+            return ('beyond-eof', at)
         try:
-            m[off - base:off - base + n] = gen_data(key, n)
+            m[at:at + n] = gen_data(key, n)
             if sync:
                 m.flush()
         finally:
@@ -254,15 +260,11 @@ class Side:
         return ('ok',)
 
     def op_mmap_read(self, slot, off, n):
-        fd = self._fd(slot)
-        st = os.fstat(fd)
-        size = st.st_size
-        if stat.S_ISREG(st.st_mode) and off + n > size:
-            return ('beyond-eof', size)
-        base = off & ~(mmap.ALLOCATIONGRANULARITY - 1)
-        m = mmap.mmap(fd, off + n - base, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=base)
+        m, at = self._map(slot, off, n, mmap.PROT_READ)
+        if m is None:
+            return ('beyond-eof', at)
         try:
-            d = m[off - base:off - base + n]
+            d = m[at:at + n]
         finally:
             m.close()
         return ('ok', hashlib.md5(d).hexdigest())
