@@ -100,10 +100,10 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   const MountOptions& o = ctx->options;
   if (o.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
     conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-    ctx->kernel_times = true;
+    ctx->writeback_cache = true;
   } else {
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-    ctx->kernel_times = false;
+    ctx->writeback_cache = false;
   }
   if (o.readdirplus && (conn->capable & FUSE_CAP_READDIRPLUS)) {
     conn->want |= FUSE_CAP_READDIRPLUS;
@@ -374,7 +374,7 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
              struct fuse_file_info*) {
   Guard(req, [&] {
     const bool kill = CurrentWireFlags().kill_suidgid;
-    const WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->kernel_times.load()};
+    const WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->writeback_cache.load()};
     Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), fx);
     if (!st.ok()) return ReplyErr(req, st);
     // The kernel keeps its cached mode after such a write; make it ask again
@@ -650,7 +650,7 @@ void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_
   // them back: a hole or ENXIO answered from our blocks made `cp` copy
   // zeros. ENOSYS makes the kernel answer from its own size for the rest
   // of the mount (the whole file is data; holes are not reported).
-  if (Ctx(req)->kernel_times) {
+  if (Ctx(req)->writeback_cache) {
     fuse_reply_err(req, ENOSYS);
     return;
   }
