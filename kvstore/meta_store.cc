@@ -368,9 +368,11 @@ uint64_t MetaStore::ApproximateBytes() const {
   // about 2 000 a second): a scan serves for kSizeReuseMicros, plus what
   // was written since (compactions may shrink the real figure meanwhile).
   constexpr uint64_t kSizeReuseMicros = 1000000;
+  // Read under the lock: a scan that raced ahead never leaves a later
+  // size_written_ than the figure a caller subtracts it from.
+  std::lock_guard<std::mutex> l(impl_->size_mu_);
   const uint64_t now = impl_->env_->NowMicros();
   const uint64_t written = impl_->bytes_written_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> l(impl_->size_mu_);
   if (impl_->size_known_ && now >= impl_->size_at_us_ &&
       now - impl_->size_at_us_ < kSizeReuseMicros) {
     return impl_->size_total_ + (written - impl_->size_written_);
