@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Differential fsx-like tester: sepfs mount vs a plain ext4 directory.
 
-Not part of CI (yet): run by hand, as root, after a build. Environment:
+Run as root after a build; `ci` is the mount suite's test (tests/meson.build):
+fixed seeds on a fresh work directory and reference image. Environment:
 SEPFS_BIN (default build/tools/sepfs), FSX_WORK (stores, mounts, logs;
 default /var/tmp/sepfs-fsx), FSX_REF (an ext4 directory with ea_inode to
 compare against; default a loop image under FSX_WORK), FSX_MKFS (extra
@@ -11,13 +12,14 @@ Usage:
   fsx.py run --seed S --ops N [--opts MOUNTOPTS] [--remount-every 300]
   fsx.py replay LOGFILE [--opts MOUNTOPTS]         (re-execute a saved op log)
   fsx.py reduce LOGFILE [--opts ...]               (delta-debug to a minimal op log)
+  fsx.py ci [--ops N]                              (CI_RUNS, each N ops; FSX_* ignored)
 
 Ops are generated from a seeded RNG into explicit tuples (JSON), executed on
 both sides (sepfs first), and the results compared.  The op log is saved to
 WORK/fail-SEED.json on the first divergence.
 """
 import argparse, ctypes, ctypes.util, errno, faulthandler, hashlib, json, mmap, os
-import random, shutil, signal, stat, subprocess, sys, time
+import random, shutil, signal, stat, subprocess, sys, tempfile, time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 B = os.environ.get('SEPFS_BIN', os.path.join(REPO, 'build', 'tools', 'sepfs'))
@@ -894,7 +896,7 @@ FD_DATA_OPS = {'pwrite', 'write', 'ftruncate', 'fallocate', 'mmap_write', 'open'
 
 
 class Runner:
-    def __init__(self, tag, opts, logdir=WORK):
+    def __init__(self, tag, opts):
         self.tag = tag
         self.store = '%s/store-%s' % (WORK, tag)
         self.mnt = '%s/mnt-%s' % (WORK, tag)
@@ -1228,9 +1230,11 @@ def cmd_reduce(a):
     return 0
 
 
-def setup_ref():
+def setup_ref(own_image=False):
+    """Mounts the reference ext4 image at REFROOT unless FSX_REF names a
+    directory (ignored with own_image)."""
     os.makedirs(WORK, exist_ok=True)
-    if 'FSX_REF' in os.environ:
+    if 'FSX_REF' in os.environ and not own_image:
         return
     img = WORK + '/ref.img'
     if not os.path.exists(img):
@@ -1242,8 +1246,40 @@ def setup_ref():
         subprocess.run(['mount', '-o', 'loop', img, REFROOT], check=True)
 
 
+# The CI runs: (seed, mount options, mkfs arguments). The third makes GC
+# and inline data work hard: 1 MiB segments, blocks up to 32 KiB inline.
+CI_RUNS = [
+    (101, '', []),
+    (102, 'nowriteback', []),
+    (103, '', ['--segment-size=1M', '--inline-max=32K']),
+]
+
+
+def cmd_ci(a):
+    global WORK, REFROOT, MKFS_ARGS
+    WORK = tempfile.mkdtemp(prefix='sepfs-fsx-ci.', dir='/var/tmp')
+    REFROOT = WORK + '/ref'
+    failed = []
+    try:
+        setup_ref(own_image=True)
+        for seed, opts, mkfs in CI_RUNS:
+            MKFS_ARGS = mkfs
+            print('mkfs arguments %r' % mkfs, flush=True)
+            run = argparse.Namespace(seed=seed, ops=a.ops, opts=opts, remount_every=300)
+            if cmd_run(run) != 0:
+                failed.append(seed)
+    finally:
+        if subprocess.run(['mountpoint', '-q', REFROOT]).returncode == 0:
+            subprocess.run(['umount', REFROOT], check=True)
+    if failed:
+        print('fsx ci: seeds %r diverged; logs kept in %s' % (failed, WORK), flush=True)
+        return 1
+    shutil.rmtree(WORK)
+    print('fsx ci: %d runs of %d operations, no divergence' % (len(CI_RUNS), a.ops))
+    return 0
+
+
 def main():
-    setup_ref()
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest='cmd', required=True)
     p = sub.add_parser('run')
@@ -1258,9 +1294,14 @@ def main():
     p = sub.add_parser('reduce')
     p.add_argument('log')
     p.add_argument('--opts')
+    p = sub.add_parser('ci')
+    p.add_argument('--ops', type=int, default=2000)
     a = ap.parse_args()
     os.umask(0)
-    sys.exit({'run': cmd_run, 'replay': cmd_replay, 'reduce': cmd_reduce}[a.cmd](a))
+    if a.cmd != 'ci':
+        setup_ref()
+    sys.exit({'run': cmd_run, 'replay': cmd_replay, 'reduce': cmd_reduce,
+              'ci': cmd_ci}[a.cmd](a))
 
 
 if __name__ == '__main__':
