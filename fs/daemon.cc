@@ -118,6 +118,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.read_only = req.options.read_only;
   fo.store.meta_cache_bytes = static_cast<size_t>(req.options.cache_mb) << 20;
   fo.store.direct_io = req.options.direct_io;
+  fo.store.recycle_segments = req.options.recycle_segments;
   fo.prefetch_seq = req.options.prefetch_seq;
   fo.prefetch_dir = req.options.prefetch_dir;
   fo.prefetch_threads = req.options.prefetch_threads;

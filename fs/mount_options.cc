@@ -92,6 +92,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 4096;
     } else if (key == "max_dirty_ratio") {
       ok = ParseUnsigned(val, 50, &o->max_dirty_ratio);
+    } else if (key == "recycle_segments") {
+      ok = ParseUnsigned(val, 64, &o->recycle_segments);
     } else if (key == "cpu_latency") {
       unsigned us = 0;
       ok = ParseUnsigned(val, 1000000, &us);

@@ -60,6 +60,9 @@ struct MountOptions {
   // the kernel's setting. At most 50, so the daemon's own writes to the disk
   // below keep room. Needs root; otherwise the kernel's setting stays.
   unsigned max_dirty_ratio = 40;
+  // recycle_segments=N: files of collected vLog segments kept for new
+  // segments (StoreOptions::recycle_segments); 0 removes them at once.
+  unsigned recycle_segments = 2;
   // cpu_latency=US: hold a PM QoS CPU wake-up latency request of US
   // microseconds while mounted (fs/cpu_latency.h). 0 makes idle CPUs poll,
   // which cuts a FUSE round trip several-fold on VMs whose idle vCPUs halt,

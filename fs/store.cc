@@ -162,6 +162,7 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   vo.read_only = options.read_only;
   vo.direct_writes = options.direct_io;
   vo.direct_reads = options.direct_io;
+  vo.recycle_segments = options.recycle_segments;
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
   *out = std::move(s);
   return Status::OK();

@@ -43,6 +43,9 @@ struct StoreOptions {
   // vLog flushes and record reads bypass the page cache
   // (vlog::Options::direct_writes, direct_reads).
   bool direct_io = true;
+  // Files of deleted segments kept for new segments
+  // (vlog::Options::recycle_segments).
+  size_t recycle_segments = 2;
 };
 
 // An open store: the lock, the metadata and the value log. The lock is

@@ -49,11 +49,12 @@ uint64_t RecordChecksum(const char* raw_header, std::string_view data) {
 void EncodeSegmentHeader(const SegmentHeader& h, char* dst) {
   std::memset(dst, 0, kSegmentHeaderSize);
   Put32(dst + 0, kSegmentMagic);
-  Put8(dst + 4, kFormatVersion);
+  Put8(dst + 4, h.base_seq != 0 ? kRecycledSegmentVersion : kFormatVersion);
   Put8(dst + 5, h.stream);
   Put8(dst + 6, h.flags);
   Put32(dst + 8, h.segment_id);
   Put64(dst + 16, h.create_time);
+  Put64(dst + 24, h.base_seq);
   Put64(dst + kSegmentChecksumOffset, XXH3_64bits(dst, kSegmentChecksumOffset));
 }
 
@@ -73,12 +74,17 @@ const char* StreamName(Stream s) {
 
 Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
   if (Get32(src + 0) != kSegmentMagic) return Status::Corruption("segment header: bad magic");
-  if (Get8(src + 4) != kFormatVersion) {
-    return Status::Corruption("segment header: unsupported version " +
-                              std::to_string(Get8(src + 4)));
+  const uint8_t version = Get8(src + 4);
+  if (version != kFormatVersion && version != kRecycledSegmentVersion) {
+    return Status::Corruption("segment header: unsupported version " + std::to_string(version));
   }
   if (Get64(src + kSegmentChecksumOffset) != XXH3_64bits(src, kSegmentChecksumOffset)) {
     return Status::Corruption("segment header: checksum mismatch");
+  }
+  const uint64_t base_seq = Get64(src + 24);
+  if ((version == kRecycledSegmentVersion) != (base_seq != 0)) {
+    return Status::Corruption("segment header: version " + std::to_string(version) +
+                              " with base_seq " + std::to_string(base_seq));
   }
   const uint8_t stream = Get8(src + 5);
   if (stream >= kNumStreams) {
@@ -88,6 +94,7 @@ Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
   h->flags = Get8(src + 6);
   h->segment_id = Get32(src + 8);
   h->create_time = Get64(src + 16);
+  h->base_seq = base_seq;
   return Status::OK();
 }
 
@@ -138,19 +145,21 @@ Status VerifyRecord(const char* raw_header, const RecordHeader& h, std::string_v
   return Status::OK();
 }
 
-std::string SegmentFileName(uint32_t id) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "seg-%08u.vlog", id);
-  return name;
+namespace {
+
+// PREFIX, id as at least 8 decimal digits, ".vlog".
+std::string NumberedName(std::string_view prefix, uint32_t id) {
+  char digits[16];
+  std::snprintf(digits, sizeof(digits), "%08u", id);
+  return std::string(prefix) + digits + ".vlog";
 }
 
-bool ParseSegmentFileName(std::string_view name, uint32_t* id) {
-  constexpr std::string_view kPrefix = "seg-";
+bool ParseNumberedName(std::string_view prefix, std::string_view name, uint32_t* id) {
   constexpr std::string_view kSuffix = ".vlog";
-  if (name.size() < kPrefix.size() + 8 + kSuffix.size()) return false;
-  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return false;
+  if (name.size() < prefix.size() + 8 + kSuffix.size()) return false;
+  if (!name.starts_with(prefix) || !name.ends_with(kSuffix)) return false;
   std::string_view digits =
-      name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+      name.substr(prefix.size(), name.size() - prefix.size() - kSuffix.size());
   if (digits.size() > 10) return false;
   uint64_t v = 0;
   for (char c : digits) {
@@ -158,10 +167,24 @@ bool ParseSegmentFileName(std::string_view name, uint32_t* id) {
     v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   if (v > UINT32_MAX) return false;
-  // Only the canonical spelling names a segment ("seg-000000001.vlog" does not).
-  if (SegmentFileName(static_cast<uint32_t>(v)) != name) return false;
+  // Only the canonical spelling names a file ("seg-000000001.vlog" does not).
+  if (NumberedName(prefix, static_cast<uint32_t>(v)) != name) return false;
   *id = static_cast<uint32_t>(v);
   return true;
+}
+
+}  // namespace
+
+std::string SegmentFileName(uint32_t id) { return NumberedName("seg-", id); }
+
+bool ParseSegmentFileName(std::string_view name, uint32_t* id) {
+  return ParseNumberedName("seg-", name, id);
+}
+
+std::string FreeFileName(uint32_t id) { return NumberedName("free-", id); }
+
+bool ParseFreeFileName(std::string_view name, uint32_t* id) {
+  return ParseNumberedName("free-", name, id);
 }
 
 void EncodeBlockPtr(const BlockPtr& p, char* dst) {

@@ -16,7 +16,9 @@
 //     8    4 segment_id
 //    12    4 reserved     0
 //    16    8 create_time  seconds since the epoch
-//    24   32 reserved     0
+//    24    8 base_seq     version 2 only (else 0): the file is recycled,
+//                         records with a lower seq are an earlier life's
+//    32   24 reserved     0
 //    56    8 checksum     XXH3-64 of bytes [0, 56)
 //
 // Record (kRecordHeaderSize = 48 bytes of header, then data_len bytes):
@@ -50,6 +52,11 @@ namespace sepfs::vlog {
 constexpr uint32_t kSegmentMagic = 0x47455356;  // "VSEG"
 constexpr uint32_t kRecordMagic = 0x43455256;   // "VREC"
 constexpr uint8_t kFormatVersion = 1;
+// Version of the header of a segment whose file was recycled (base_seq set);
+// its records keep kFormatVersion. Binaries that know only version 1 take
+// such a segment for a damaged one: they still read its records (each is
+// verified on its own) but never scan or collect it.
+constexpr uint8_t kRecycledSegmentVersion = 2;
 constexpr size_t kSegmentHeaderSize = 64;
 constexpr size_t kRecordHeaderSize = 48;
 constexpr uint32_t kMaxRecordData = 16u << 20;
@@ -78,6 +85,10 @@ struct SegmentHeader {
   uint8_t flags = 0;
   uint32_t segment_id = 0;
   uint64_t create_time = 0;
+  // Nonzero: the file held an earlier segment, whose records (all with
+  // lower seqs) may follow this life's; the first such record ends the
+  // segment. Encoded with kRecycledSegmentVersion.
+  uint64_t base_seq = 0;
 };
 
 struct RecordHeader {
@@ -107,6 +118,10 @@ Status VerifyRecord(const char* raw_header, const RecordHeader& h, std::string_v
 std::string SegmentFileName(uint32_t id);
 // Parses a segment file name; false if name is not one.
 bool ParseSegmentFileName(std::string_view name, uint32_t* id);
+// Name of the file of deleted segment `id` kept for recycling:
+// "free-%08u.vlog". Its contents mean nothing.
+std::string FreeFileName(uint32_t id);
+bool ParseFreeFileName(std::string_view name, uint32_t* id);
 
 // Where a block's record lives. Stored in the metadata LSM as the value of a
 // block key: segment(4) offset(4) length(4) seq(8) = kBlockPtrEncodedSize.

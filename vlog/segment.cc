@@ -31,10 +31,11 @@ Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const ch
   return Status::OK();
 }
 
-SegmentReader::SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk,
-                             uint64_t start)
+SegmentReader::SegmentReader(File* file, uint32_t segment_id, uint64_t base_seq, uint64_t limit,
+                             size_t chunk, uint64_t start)
     : file_(file),
       id_(segment_id),
+      base_seq_(base_seq),
       limit_(limit),
       chunk_(std::max<size_t>(chunk, 4096)),
       pos_(std::max<uint64_t>(start, kSegmentHeaderSize)),
@@ -53,6 +54,11 @@ Status SegmentReader::Fill(uint64_t need) {
   if (!st.ok()) return st.WithContext("vlog segment " + std::to_string(id_) + " scan");
   if (got < need) return Status::Corruption(Where() + ": segment file ends inside the record");
   return Status::OK();
+}
+
+Status SegmentReader::EndOfLife(Status st) {
+  torn_ = base_seq_ != 0;
+  return st;
 }
 
 bool SegmentReader::WholeRecordAfter(uint64_t from) {
@@ -98,13 +104,13 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
   SEPFS_RETURN_IF_ERROR(Fill(kRecordHeaderSize));
   const char* raw = window_.data() + (pos_ - window_off_);
   Status st = DecodeRecordHeader(raw, h);
-  if (!st.ok()) return st.WithContext(Where());
+  if (!st.ok()) return EndOfLife(st.WithContext(Where()));
   const uint64_t size = kRecordHeaderSize + uint64_t{h->data_len};
   if (limit_ - pos_ < size) {
     // The length is not verified yet (the checksum needs the whole record):
     // a crash tears only the last append, so a whole record behind this one
     // means a damaged length, which must never be cut off as a tear.
-    torn_ = !WholeRecordAfter(pos_ + 1);
+    torn_ = base_seq_ != 0 || !WholeRecordAfter(pos_ + 1);
     return Status::Corruption(Where() + (torn_ ? ": torn record (" : ": damaged record length (") +
                               std::to_string(size) + " bytes, " +
                               std::to_string(limit_ - pos_) + " left)");
@@ -113,7 +119,11 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
   raw = window_.data() + (pos_ - window_off_);
   std::string_view payload(raw + kRecordHeaderSize, h->data_len);
   st = VerifyRecord(raw, *h, payload);
-  if (!st.ok()) return st.WithContext(Where());
+  if (!st.ok()) return EndOfLife(st.WithContext(Where()));
+  if (h->seq < base_seq_) {
+    return EndOfLife(Status::Corruption(Where() + ": record of the file's earlier life (seq " +
+                                        std::to_string(h->seq) + ")"));
+  }
   *data = payload;
   pos_ += size;
   return Status::OK();

@@ -25,6 +25,9 @@ struct Segment {
   Status damage;
   uint64_t create_time = 0;    // from the header
   bool rewritten = false;      // header flag kSegmentRewritten
+  // From the header: nonzero if the file was recycled (format.h); records
+  // with a lower seq are an earlier life's and end the segment.
+  uint64_t base_seq = 0;
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};
@@ -46,6 +49,7 @@ struct Segment {
   }
 
   bool damaged() const { return !damage.ok(); }
+  bool recycled() const { return base_seq != 0; }
 };
 
 // Checks a record's raw header (kRecordHeaderSize bytes) and its data
@@ -59,9 +63,10 @@ Status CheckRecord(const BlockPtr& ptr, uint64_t inode, uint64_t block, const ch
 class SegmentReader {
  public:
   // Reads the records in [start, limit) of file (start is a record boundary,
-  // at least kSegmentHeaderSize); chunk is the read size.
-  SegmentReader(File* file, uint32_t segment_id, uint64_t limit, size_t chunk = 1u << 20,
-                uint64_t start = kSegmentHeaderSize);
+  // at least kSegmentHeaderSize); chunk is the read size. base_seq: the
+  // segment's (nonzero if its file was recycled).
+  SegmentReader(File* file, uint32_t segment_id, uint64_t base_seq, uint64_t limit,
+                size_t chunk = 1u << 20, uint64_t start = kSegmentHeaderSize);
 
   // The next record. OK with *at_end == false: h and data are filled (data
   // stays valid until the next call). OK with *at_end: no bytes left.
@@ -71,7 +76,12 @@ class SegmentReader {
   // Offset of the record the last Next() returned or failed on.
   uint64_t offset() const { return record_off_; }
   // The last Corruption was a record cut short by the end of the file (a
-  // write torn by a crash), not damaged bytes.
+  // write torn by a crash), not damaged bytes. In a recycled segment, where
+  // an earlier life's bytes may follow the last record, the first record
+  // that is not whole and of this life (seq >= base_seq) ends the records
+  // and is reported as torn: a crash leaves unsynced pages written back in
+  // any order, and damage cannot be told from that (a pointer past the end
+  // then fails its read, and fsck reports it).
   bool torn() const { return torn_; }
 
  private:
@@ -79,9 +89,13 @@ class SegmentReader {
   std::string Where() const;
   // A whole, verified record starts somewhere in [from, limit_).
   bool WholeRecordAfter(uint64_t from);
+  // st, a Corruption of the record at pos_, marked torn in a recycled
+  // segment (see torn()).
+  Status EndOfLife(Status st);
 
   File* const file_;
   const uint32_t id_;
+  const uint64_t base_seq_;
   const uint64_t limit_;
   const size_t chunk_;
   std::string window_;      // file bytes starting at window_off_

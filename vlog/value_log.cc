@@ -59,13 +59,14 @@ void SubtractLive(Segment& seg, uint64_t n) {
 }
 
 // Encodes into raw (kSegmentHeaderSize bytes) the header of segment `id`,
-// created now; *create_time gets the time it names.
-void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t* create_time,
-                       char* raw) {
+// created now (base_seq: format.h); *create_time gets the time it names.
+void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t base_seq,
+                       uint64_t* create_time, char* raw) {
   SegmentHeader h;
   h.stream = static_cast<uint8_t>(stream);
   h.flags = flags;
   h.segment_id = id;
+  h.base_seq = base_seq;
   h.create_time = static_cast<uint64_t>(std::time(nullptr));
   EncodeSegmentHeader(h, raw);
   *create_time = h.create_time;
@@ -75,7 +76,7 @@ void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t* crea
 Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
                           uint64_t* create_time) {
   char raw[kSegmentHeaderSize];
-  MakeSegmentHeader(id, stream, flags, create_time, raw);
+  MakeSegmentHeader(id, stream, flags, 0, create_time, raw);
   return file->Write(0, std::string_view(raw, sizeof(raw)));
 }
 
@@ -88,6 +89,14 @@ class ValueLog::Impl {
   ~Impl() {
     Status st = Flush(kAllStreams);
     if (!st.ok()) Log("flush at close failed: " + st.ToString());
+    // An open recycled segment ends where its file does from now on, so the
+    // next open need not search the earlier life's bytes for its end. Not
+    // synced: if the cut is lost, that open finds the end by that search.
+    for (StreamState& s : streams_) {
+      if (s.seg == nullptr || !s.seg->recycled()) continue;
+      st = s.seg->file->Truncate(s.seg->flushed.load());
+      if (!st.ok()) Log(SegName(s.seg->id) + ": cutting at close: " + st.ToString());
+    }
   }
 
   Status Load();
@@ -162,7 +171,23 @@ class ValueLog::Impl {
   // Truncates seg at offset, where a record torn by a crash starts.
   Status CutTornTail(Segment& seg, uint64_t offset);
   Status CreateSegment(Stream stream, std::shared_ptr<Segment>* out);
+  // Gives segment `id` of `stream` the file of a deleted segment, if one is
+  // kept; false (and a log line on an error) if none could be used.
+  // raw receives the header written.
+  bool Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* file, uint64_t* base_seq,
+               uint64_t* create_time, char* raw);
   Status FlushLocked(StreamState& s);
+  // Flushes s's open segment and closes it (s.mu held). A recycled file is
+  // cut where this life's records end and synced, so that every sealed
+  // segment ends where its file does, after a crash too (recovery checks
+  // pointers against file sizes, and scans a sealed segment to its end).
+  Status SealLocked(StreamState& s);
+  // Whether DeleteSegment keeps seg's file as a free file for recycling.
+  bool KeepForRecycling(const Segment& seg) const {
+    std::shared_lock lk(segs_mu_);
+    return free_files_.size() < opt_.recycle_segments && !seg.damaged() &&
+           seg.size.load() <= opt_.segment_size;
+  }
   // Segment and bounds checks of a pointer that a read is about to follow.
   Status Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* seg) const;
   Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
@@ -209,6 +234,13 @@ class ValueLog::Impl {
   Status sync_error_;
   std::atomic<bool> sync_failed_{false};
   mutable StreamState streams_[kNumStreams];  // mutable: Heads() locks them
+  // A failed fdatasync of SealLocked, which runs under a stream lock and so
+  // cannot take sync_mu_: the next Sync latches it.
+  std::mutex seal_error_mu_;
+  Status seal_error_;  // guarded by seal_error_mu_
+  // Ids of the free files (FreeFileName) kept for recycling; guarded by
+  // segs_mu_.
+  std::vector<uint32_t> free_files_;
 
   // Buffers for direct reads: kDirectBuffers at most, whatever the number
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
@@ -217,7 +249,7 @@ class ValueLog::Impl {
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
       bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
-      unfinished_removed_{0}, unfinished_kept_{0};
+      unfinished_removed_{0}, unfinished_kept_{0}, segments_recycled_{0};
 };
 
 // ---- Open -------------------------------------------------------------------
@@ -237,6 +269,16 @@ Status ValueLog::Impl::Load() {
   SEPFS_RETURN_IF_ERROR(env_->ListDir(dir_, &names));
   for (const std::string& name : names) {
     uint32_t id;
+    if (ParseFreeFileName(name, &id)) {
+      // Not kept across opens: its records' seqs may be above the highest
+      // this open learns (the segments holding them are gone), and a
+      // recycled file's base_seq must be above every one of them.
+      if (opt_.read_only) continue;
+      Status rm = env_->RemoveFile(dir_ + "/" + name);
+      if (!rm.ok()) Log("removing free file " + name + ": " + rm.ToString());
+      dir_dirty_ = true;
+      continue;
+    }
     if (!ParseSegmentFileName(name, &id)) continue;
     std::shared_ptr<Segment> seg;
     SEPFS_RETURN_IF_ERROR(OpenExisting(id, &seg));
@@ -299,6 +341,7 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
   seg->stream = static_cast<Stream>(h.stream);
   seg->create_time = h.create_time;
   seg->rewritten = (h.flags & kSegmentRewritten) != 0;
+  seg->base_seq = h.base_seq;
   return Status::OK();
 }
 
@@ -324,9 +367,11 @@ Status ValueLog::Impl::LearnMaxSeq() {
     Segment& seg = *it->second;
     const bool damaged = seg.damaged();
     const bool streamless = damaged || seg.rewritten;
+    // A recycled file's header: every seq its earlier lives used is lower.
+    if (seg.recycled()) max_seq = std::max(max_seq, seg.base_seq - 1);
     if (!streamless && stream_done[static_cast<int>(seg.stream)]) continue;
     if (seg.file == nullptr) continue;
-    SegmentReader reader(seg.file.get(), seg.id, seg.flushed.load());
+    SegmentReader reader(seg.file.get(), seg.id, seg.base_seq, seg.flushed.load());
     bool found = false;
     for (;;) {
       RecordHeader h;
@@ -371,15 +416,26 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   seg->id = id;
   seg->stream = stream;
   const std::string path = PathOf(id);
-  SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
-  dir_dirty_ = true;
-  // The header starts the stream's buffer: the bytes of the block the next
-  // flush starts in (nothing pending, also if this write fails).
   StreamState& s = streams_[static_cast<int>(stream)];
-  s.buf.resize(kSegmentHeaderSize);
-  s.lead = kSegmentHeaderSize;
-  MakeSegmentHeader(id, stream, 0, &seg->create_time, s.buf.data());
-  Status st = seg->file->Write(0, std::string_view(s.buf.data(), kSegmentHeaderSize));
+  char raw[kSegmentHeaderSize];
+  if (Recycle(id, stream, &seg->file, &seg->base_seq, &seg->create_time, raw)) {
+    // The header is in the file already; the stream's buffer starts with
+    // it, as below, so the first flush writes whole blocks from offset 0.
+    s.buf.resize(kSegmentHeaderSize);
+    s.lead = kSegmentHeaderSize;
+    std::memcpy(s.buf.data(), raw, kSegmentHeaderSize);
+  }
+  Status st;
+  if (seg->file == nullptr) {
+    SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
+    dir_dirty_ = true;
+    // The header starts the stream's buffer: the bytes of the block the next
+    // flush starts in (nothing pending, also if this write fails).
+    s.buf.resize(kSegmentHeaderSize);
+    s.lead = kSegmentHeaderSize;
+    MakeSegmentHeader(id, stream, 0, 0, &seg->create_time, s.buf.data());
+    st = seg->file->Write(0, std::string_view(s.buf.data(), kSegmentHeaderSize));
+  }
   if (!st.ok()) {
     seg->file.reset();
     Status rm = env_->RemoveFile(path);
@@ -398,6 +454,51 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   return Status::OK();
 }
 
+bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* file,
+                             uint64_t* base_seq, uint64_t* create_time, char* raw) {
+  uint32_t free_id;
+  {
+    std::unique_lock lk(segs_mu_);
+    if (free_files_.empty()) return false;
+    free_id = free_files_.back();
+    free_files_.pop_back();
+  }
+  const std::string from = dir_ + "/" + FreeFileName(free_id);
+  const std::string to = PathOf(id);
+  // Every seq handed out so far is lower, those of the file's earlier lives
+  // included; every record appended to this segment gets a higher one.
+  *base_seq = next_seq_.load();
+  MakeSegmentHeader(id, stream, 0, *base_seq, create_time, raw);
+  // The file's rename away from its old segment's name is durable before
+  // the header changes (else a crash could bring that name back with this
+  // header), and the header is durable before the file takes the new
+  // segment's name: a segment file never carries another segment's header.
+  Status st = env_->SyncDir(dir_);
+  if (st.ok()) {
+    std::unique_ptr<File> f;
+    st = env_->OpenFile(from, OpenMode::kReadWrite, &f);
+    if (st.ok()) st = f->Write(0, std::string_view(raw, kSegmentHeaderSize));
+    if (st.ok()) st = f->Sync();
+  }
+  bool renamed = false;
+  if (st.ok()) {
+    st = env_->RenameFile(from, to);
+    renamed = st.ok();
+  }
+  if (st.ok()) st = env_->OpenFile(to, OpenMode::kReadWrite, file);
+  dir_dirty_ = true;
+  if (st.ok()) {
+    segments_recycled_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  file->reset();
+  Log(SegName(id) + ": could not recycle " + FreeFileName(free_id) + ", creating a new file: " +
+      st.ToString());
+  Status rm = env_->RemoveFile(renamed ? to : from);
+  if (!rm.ok()) Log("removing " + (renamed ? to : from) + ": " + rm.ToString());
+  return false;
+}
+
 Status ValueLog::Impl::FlushLocked(StreamState& s) {
   const size_t pending = s.pending();
   if (pending == 0) return Status::OK();
@@ -413,13 +514,24 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
   // no block is written by both paths; the partial last block goes through
   // the page cache, and so does a small flush.
   const uint64_t hi = end / File::kDirectAlign * File::kDirectAlign;
+  // A recycled file holds an earlier life's bytes past `end`: a write of
+  // part of a block would make the kernel read that block in first. So
+  // every block is written whole, from base and with zeros after `end`.
+  const bool whole = seg.recycled();
+  const uint64_t stop = whole && end > hi ? hi + File::kDirectAlign : end;
+  if (stop > end) {
+    s.buf.resize(stop - base);
+    std::memset(s.buf.data() + (end - base), 0, stop - end);
+  }
   Status st;
   if (opt_.direct_writes && hi > base && hi - base >= kMinDirectWrite) {
     st = seg.file->WriteDirect(base, bytes(base, hi));
-    if (st.ok() && end > hi) st = seg.file->Write(hi, bytes(hi, end));
+    if (st.ok() && stop > hi) st = seg.file->Write(hi, bytes(hi, stop));
   } else {
-    st = seg.file->Write(off, bytes(off, end));
+    const uint64_t from = whole ? base : off;
+    st = seg.file->Write(from, bytes(from, stop));
   }
+  if (stop > end) s.buf.resize(end - base);
   if (st.ok()) {
     seg.flushed.store(end, std::memory_order_release);
     seg.needs_sync = true;
@@ -456,9 +568,7 @@ Status ValueLog::Impl::Append(Stream stream, uint64_t inode, uint64_t block,
   std::lock_guard lk(s.mu);
   if (s.seg != nullptr && s.seg->size.load() > kSegmentHeaderSize &&
       s.seg->size.load() + rec > opt_.segment_size) {
-    SEPFS_RETURN_IF_ERROR(FlushLocked(s));
-    s.seg->open = false;
-    s.seg.reset();
+    SEPFS_RETURN_IF_ERROR(SealLocked(s));
   }
   if (s.seg == nullptr) SEPFS_RETURN_IF_ERROR(CreateSegment(stream, &s.seg));
   if (s.pending() > 0 && s.pending() + rec > opt_.append_buffer_size) {
@@ -500,6 +610,10 @@ Status ValueLog::Impl::Flush(StreamMask streams) {
 Status ValueLog::Impl::Sync(StreamMask streams, std::vector<StreamHead>* heads) {
   std::lock_guard lk(sync_mu_);
   if (!sync_error_.ok()) return sync_error_;
+  {
+    std::lock_guard l(seal_error_mu_);
+    if (!seal_error_.ok()) return LatchSyncError(seal_error_);
+  }
   if (heads == nullptr) {
     SEPFS_RETURN_IF_ERROR(Flush(streams));
   } else {
@@ -864,6 +978,9 @@ Stats ValueLog::Impl::stats() const {
   s.bytes_freed = bytes_freed_.load();
   s.unfinished_removed = unfinished_removed_.load();
   s.unfinished_kept = unfinished_kept_.load();
+  s.segments_recycled = segments_recycled_.load();
+  std::shared_lock lk(segs_mu_);
+  s.free_files = free_files_.size();
   return s;
 }
 
@@ -897,7 +1014,7 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from)
   const uint64_t limit = seg->flushed.load(std::memory_order_acquire);
   if (from >= limit) return Status::OK();
   seg->file->Advise(from, limit - from, POSIX_FADV_SEQUENTIAL);
-  SegmentReader reader(seg->file.get(), id, limit, 1u << 20, from);
+  SegmentReader reader(seg->file.get(), id, seg->base_seq, limit, 1u << 20, from);
   for (;;) {
     RecordHeader h;
     std::string_view data;
@@ -921,7 +1038,7 @@ Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset) {
   if (seg->open.load() || seg->damaged() || seg->file == nullptr) return Status::OK();
   const uint64_t limit = seg->flushed.load(std::memory_order_acquire);
   if (offset < kSegmentHeaderSize || offset >= limit) return Status::OK();
-  SegmentReader reader(seg->file.get(), id, limit, 1u << 20, offset);
+  SegmentReader reader(seg->file.get(), id, seg->base_seq, limit, 1u << 20, offset);
   RecordHeader h;
   std::string_view data;
   bool at_end = false;
@@ -968,7 +1085,16 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
     segs_.erase(it);
   }
   const std::string path = PathOf(id);
-  Status st = env_->RemoveFile(path);
+  Status st;
+  if (KeepForRecycling(*seg)) {
+    st = env_->RenameFile(path, dir_ + "/" + FreeFileName(id));
+    if (st.ok()) {
+      std::unique_lock lk(segs_mu_);
+      free_files_.push_back(id);
+    }
+  } else {
+    st = env_->RemoveFile(path);
+  }
   if (!st.ok() && !st.IsNotFound()) {
     std::unique_lock lk(segs_mu_);
     segs_.emplace(id, std::move(seg));
@@ -1029,8 +1155,25 @@ Status ValueLog::Impl::SealStream(Stream stream) {
   StreamState& s = streams_[si];
   std::lock_guard lk(s.mu);
   if (s.seg == nullptr) return Status::OK();
+  return SealLocked(s);
+}
+
+Status ValueLog::Impl::SealLocked(StreamState& s) {
   SEPFS_RETURN_IF_ERROR(FlushLocked(s));
-  s.seg->open = false;
+  Segment& seg = *s.seg;
+  if (seg.recycled()) {
+    const uint64_t end = seg.flushed.load();
+    Status st = seg.file->Truncate(end);
+    if (!st.ok()) return st.WithContext("sealing " + SegName(seg.id));
+    st = seg.file->Sync();
+    if (!st.ok()) {
+      st = st.WithContext("syncing " + SegName(seg.id) + " at its seal");
+      std::lock_guard l(seal_error_mu_);
+      if (seal_error_.ok()) seal_error_ = st;
+      return st;
+    }
+  }
+  seg.open = false;
   s.seg.reset();
   return Status::OK();
 }

@@ -80,6 +80,12 @@ struct Options {
   // them (all reads direct cut 4 KiB random reads to a seventh). Scans (GC,
   // recovery, fsck) stay buffered.
   bool direct_reads = true;
+  // How many files of deleted segments to keep for new segments, at most
+  // (0: DeleteSegment removes the file). A new segment then overwrites one
+  // instead of growing a new file: an fdatasync of a file that does not
+  // grow skips the inode write (bench/RESULTS.md, "Segment files
+  // recycled"). The kept files hold disk space until they are reused.
+  size_t recycle_segments = 0;
 };
 
 struct SegmentInfo {
@@ -109,6 +115,8 @@ struct Stats {
   uint64_t bytes_freed = 0;        // sizes of the deleted segment files
   uint64_t unfinished_removed = 0;  // segment files shorter than a header, removed by Open
   uint64_t unfinished_kept = 0;     // ... left in place and skipped by a read-only Open
+  uint64_t segments_recycled = 0;   // new segments that reused a deleted one's file
+  uint64_t free_files = 0;          // deleted segments' files kept for that now
 };
 
 struct StreamHead {
@@ -278,7 +286,10 @@ class ValueLog {
   // which syncs the directory. The caller guarantees that nothing durable
   // points into the segment and that no reader can still follow such a
   // pointer (GC: after the pointer swap and GcIndex::Quiesce). Damaged
-  // segments may be deleted too.
+  // segments may be deleted too. With Options::recycle_segments the file
+  // may instead be renamed to a free file (format.h: FreeFileName), which a
+  // later segment overwrites: a reader that still followed an old pointer
+  // then fails its record check, it never gets another record's bytes.
   // Errors: NotFound for an unknown id; errno EBUSY for a segment a stream
   // still appends to (see SealStream); an I/O error removing the file keeps
   // the segment as it was.

@@ -58,6 +58,29 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   EXPECT_EQ(ReadAll(InoOf(kRoot, "c")), c);
 }
 
+// A segment GC deleted keeps its file for the next segment (the store's
+// default, StoreOptions::recycle_segments), whose records are read back,
+// across a remount too, and fsck finds nothing wrong.
+TEST_F(GcTest, CollectedSegmentFilesAreReused) {
+  ASSERT_GT(fs_options().store.recycle_segments, 0u);
+  const uint64_t a = WriteFile("a", Payload(1, 10 << 20));  // segments of 4 MiB
+  ASSERT_OK(fs_->Unlink(kRoot, "a"));
+  fs_->Forget(a, 1);
+  uint64_t collected = 0;
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+  EXPECT_GT(collected, 0u);
+  EXPECT_GT(fs_->store()->vlog()->stats().free_files, 0u);
+  const std::string b1 = Payload(2, 9 << 20);
+  const uint64_t b = WriteFile("b", b1);
+  ASSERT_OK(fs_->Fsync(b, /*datasync=*/false));
+  EXPECT_GT(fs_->store()->vlog()->stats().segments_recycled, 0u);
+  EXPECT_EQ(ReadAll(b), b1);
+  ExpectFsckClean();
+  Reopen();
+  EXPECT_EQ(ReadAll(InoOf(kRoot, "b")), b1);
+  ExpectFsckClean();
+}
+
 // A flush appends its records (possibly sealing the segment they land in)
 // before it installs their pointers, holding its inode's pointer lock
 // throughout. Liveness asked in between must wait for the install: answered

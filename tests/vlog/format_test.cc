@@ -77,7 +77,7 @@ TEST(SegmentHeaderTest, RejectsBadMagicVersionAndStream) {
   EXPECT_NE(DecodeSegmentHeader(raw, &h).message().find("magic"), std::string::npos);
 
   EncodeSegmentHeader(SampleSegmentHeader(), raw);
-  raw[4] = kFormatVersion + 1;
+  raw[4] = kRecycledSegmentVersion + 1;
   Reseal(raw);
   Status st = DecodeSegmentHeader(raw, &h);
   EXPECT_TRUE(st.IsCorruption());
@@ -85,6 +85,29 @@ TEST(SegmentHeaderTest, RejectsBadMagicVersionAndStream) {
 
   EncodeSegmentHeader(SampleSegmentHeader(), raw);
   raw[5] = kNumStreams;
+  Reseal(raw);
+  EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
+}
+
+TEST(SegmentHeaderTest, RecycledFileHeaderCarriesItsBaseSeq) {
+  SegmentHeader in = SampleSegmentHeader();
+  in.base_seq = 0x0102030405060708;
+  char raw[kSegmentHeaderSize];
+  EncodeSegmentHeader(in, raw);
+  EXPECT_EQ(raw[4], kRecycledSegmentVersion);
+  EXPECT_EQ(raw[24], 0x08);
+  EXPECT_EQ(raw[31], 0x01);
+  for (int i = 32; i < 56; ++i) EXPECT_EQ(raw[i], 0) << i;
+  SegmentHeader h;
+  ASSERT_TRUE(DecodeSegmentHeader(raw, &h).ok());
+  EXPECT_EQ(h.base_seq, in.base_seq);
+  EXPECT_EQ(h.segment_id, in.segment_id);
+  // The version and base_seq agree, or the header is damaged.
+  raw[4] = kFormatVersion;
+  Reseal(raw);
+  EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
+  EncodeSegmentHeader(SampleSegmentHeader(), raw);
+  raw[4] = kRecycledSegmentVersion;
   Reseal(raw);
   EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
 }
@@ -228,6 +251,16 @@ TEST(SegmentFileNameTest, RoundTrip) {
     ASSERT_TRUE(ParseSegmentFileName(SegmentFileName(id), &got)) << id;
     EXPECT_EQ(got, id);
   }
+}
+
+TEST(SegmentFileNameTest, FreeFilesHaveTheirOwnNames) {
+  EXPECT_EQ(FreeFileName(123), "free-00000123.vlog");
+  uint32_t id = 7;
+  ASSERT_TRUE(ParseFreeFileName(FreeFileName(4294967295u), &id));
+  EXPECT_EQ(id, 4294967295u);
+  EXPECT_FALSE(ParseFreeFileName(SegmentFileName(5), &id));
+  EXPECT_FALSE(ParseSegmentFileName(FreeFileName(5), &id));
+  EXPECT_FALSE(ParseFreeFileName("free-000000001.vlog", &id));
 }
 
 TEST(SegmentFileNameTest, RejectsOtherNames) {

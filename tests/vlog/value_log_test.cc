@@ -497,6 +497,167 @@ TEST_F(ValueLogTest, CutTornTailOfASealedSegment) {
   EXPECT_EQ(got, std::string(5000, 'a'));
 }
 
+// ---- Recycled segment files (Options::recycle_segments) ----
+
+// Records of a recycled file's earlier life that lie past this life's end
+// are never taken for this life's: scans stop at the end, and an open
+// after a crash (no clean close) cuts them off.
+class RecycleTest : public ValueLogTest {
+ protected:
+  // Fills segment 1 of kHot with ten records of inode 1 (the first ends at
+  // offset 4 096, the others hold 4 000 bytes), seals it and deletes it:
+  // its file becomes a free file.
+  void MakeFreeFile() {
+    options_.recycle_segments = 1;
+    OpenLog(64 << 10);
+    for (uint64_t b = 0; b < 10; ++b) {
+      old_.push_back(Put(Stream::kHot, 1, b, b == 0 ? kFirstData : 4000));
+    }
+    ASSERT_EQ(old_[1].ptr.offset, File::kDirectAlign);
+    ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+    ASSERT_TRUE(vlog_->DeleteSegment(old_[0].ptr.segment).ok());
+    ASSERT_TRUE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_[0].ptr.segment)));
+    ASSERT_FALSE(std::filesystem::exists(dir_ + "/" + SegmentFileName(old_[0].ptr.segment)));
+    EXPECT_EQ(vlog_->stats().free_files, 1u);
+  }
+
+  // Records of `id` a scan returns (and where it stopped on a bad one).
+  std::vector<uint64_t> ScanSeqs(uint32_t id, uint64_t* bad_at = nullptr) {
+    std::vector<uint64_t> seqs;
+    Status st = vlog_->ScanSegment(id, [&](const BlockPtr& p, const RecordHeader& h,
+                                           std::string_view, const Status& rs) {
+      if (!rs.ok()) {
+        if (bad_at != nullptr) *bad_at = p.offset;
+        return false;
+      }
+      seqs.push_back(h.seq);
+      return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return seqs;
+  }
+
+  uint64_t HeaderBaseSeq(uint32_t id) {
+    std::ifstream f(dir_ + "/" + SegmentFileName(id), std::ios::binary);
+    char raw[kSegmentHeaderSize];
+    f.read(raw, sizeof(raw));
+    SegmentHeader h;
+    EXPECT_TRUE(DecodeSegmentHeader(raw, &h).ok());
+    EXPECT_EQ(h.segment_id, id);
+    return h.base_seq;
+  }
+
+  static constexpr size_t kFirstData = File::kDirectAlign - kSegmentHeaderSize - kRecordHeaderSize;
+  std::vector<Written> old_;
+};
+
+TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
+  MakeFreeFile();
+  const uint32_t old_id = old_[0].ptr.segment;
+  const uint64_t old_size = std::filesystem::file_size(dir_ + "/" + FreeFileName(old_id));
+  std::vector<Written> now;
+  for (uint64_t b = 0; b < 2; ++b) now.push_back(Put(Stream::kHot, 2, b, 3000));
+  const uint32_t id = now[0].ptr.segment;
+  EXPECT_GT(id, old_id);
+  EXPECT_EQ(vlog_->stats().segments_recycled, 1u);
+  EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_id)));
+  ASSERT_TRUE(vlog_->Flush().ok());
+  // The file kept its earlier size: the earlier life's records follow.
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(id)), old_size);
+  EXPECT_GT(HeaderBaseSeq(id), old_[9].ptr.seq);
+  EXPECT_EQ(HeaderBaseSeq(id), now[0].ptr.seq);
+  for (const Written& w : now) ExpectReadable(w);
+  EXPECT_EQ(ScanSeqs(id), (std::vector<uint64_t>{now[0].ptr.seq, now[1].ptr.seq}));
+  // A pointer of the earlier life names other bytes now: its read fails.
+  std::string buf(old_[5].data.size(), '\0');
+  BlockPtr stale = old_[5].ptr;
+  stale.segment = id;
+  EXPECT_TRUE(vlog_->Read(stale, 1, 5, buf.data()).IsCorruption());
+}
+
+TEST_F(RecycleTest, CleanCloseCutsTheEarlierLife) {
+  MakeFreeFile();
+  const Written w = Put(Stream::kHot, 2, 0, 3000);
+  const uint64_t end = w.ptr.offset + w.ptr.record_size();
+  vlog_.reset();
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(w.ptr.segment)), end);
+  Reopen();
+  ExpectReadable(w);
+  EXPECT_EQ(SegmentMap()[w.ptr.segment].size, end);
+  EXPECT_GE(vlog_->LastSeq(), w.ptr.seq);
+}
+
+TEST_F(RecycleTest, OpenAfterACrashCutsTheEarlierLife) {
+  MakeFreeFile();
+  const Written w = Put(Stream::kHot, 2, 0, 3000);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  // A crash: the files as they are now, without the close.
+  const std::string copy = tmp_.path() + "/crashed";
+  std::filesystem::copy(dir_, copy);
+  vlog_.reset();
+  dir_ = copy;
+  Reopen();
+  const uint64_t end = w.ptr.offset + w.ptr.record_size();
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(w.ptr.segment)), end);
+  ExpectReadable(w);
+  EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
+  // New appends get sequence numbers above every earlier life's.
+  const Written next = Put(Stream::kHot, 3, 0, 100);
+  EXPECT_GT(next.ptr.seq, w.ptr.seq);
+}
+
+TEST_F(RecycleTest, ScanStopsAtAnEarlierLifeRecord) {
+  MakeFreeFile();
+  // This life's first record ends where old record 1 starts, at a block
+  // boundary, so no zeros follow it: old record 1 does, whole and valid,
+  // but of a lower sequence number.
+  const Written w = Put(Stream::kHot, 2, 0, kFirstData);
+  ASSERT_EQ(w.ptr.offset + w.ptr.record_size(), old_[1].ptr.offset);
+  ASSERT_TRUE(vlog_->Flush().ok());
+  EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
+  const std::string copy = tmp_.path() + "/crashed";
+  std::filesystem::copy(dir_, copy);
+  vlog_.reset();
+  dir_ = copy;
+  Reopen();
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(w.ptr.segment)),
+            old_[1].ptr.offset);
+  ExpectReadable(w);
+}
+
+TEST_F(RecycleTest, SealCutsTheFileToThisLife) {
+  MakeFreeFile();
+  const Written w = Put(Stream::kHot, 2, 0, 3000);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(w.ptr.segment)),
+            w.ptr.offset + w.ptr.record_size());
+  EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
+}
+
+TEST_F(RecycleTest, KeepsAtMostTheConfiguredNumberOfFreeFilesAndNoneAcrossOpens) {
+  options_.recycle_segments = 1;
+  OpenLog(64 << 10);
+  const Written hot = Put(Stream::kHot, 1, 0, 100);
+  const Written cold = Put(Stream::kCold, 2, 0, 100);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kCold).ok());
+  ASSERT_TRUE(vlog_->DeleteSegment(hot.ptr.segment).ok());   // kept
+  ASSERT_TRUE(vlog_->DeleteSegment(cold.ptr.segment).ok());  // the pool is full: removed
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + FreeFileName(hot.ptr.segment)));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(cold.ptr.segment)));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + SegmentFileName(cold.ptr.segment)));
+  EXPECT_EQ(vlog_->stats().free_files, 1u);
+  // An open removes free files: the seqs of their records are unknown.
+  Reopen();
+  EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(hot.ptr.segment)));
+  EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
+  const Written w = Put(Stream::kHot, 3, 0, 100);
+  EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
+  ExpectReadable(w);
+}
+
 // A large flush writes its whole blocks around the page cache (the test
 // directory is on a disk file system, which takes O_DIRECT), its partial
 // last block and small flushes through it; the file holds exactly the records
