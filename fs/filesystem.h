@@ -277,7 +277,13 @@ class Filesystem {
                      const std::map<uint32_t, uint64_t>& ages);
   Status DropLostPointers(const LoadedCounts& lc);
   Status RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped);
-  Status ReplayFromHeads(const VlogHeads& heads);
+  // A record appended after the checkpoint, found by ScanSinceHeads.
+  struct ReplayCandidate {
+    uint64_t ino, block;
+    vlog::BlockPtr ptr;
+  };
+  Status ScanSinceHeads(const VlogHeads& heads, std::vector<ReplayCandidate>* cands);
+  Status Replay(std::vector<ReplayCandidate> cands);
   Status WriteCheckpoint(bool clean);
   bool CheckpointDue();
 

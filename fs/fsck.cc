@@ -229,6 +229,27 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   // is a note here, like an orphan, not damage.
   uint64_t clean_flag = 0;
   const bool unclean = !(meta->GetCounter("clean", &clean_flag).ok() && clean_flag);
+  // A recycled file that was a stream's open segment ends, after a crash,
+  // where its scan stops (the mount cuts it there; docs/vlog-format.md,
+  // "Recycled segment files"), not where the file does.
+  if (unclean) {
+    std::map<int, uint32_t> newest;  // stream -> its newest segment
+    for (const auto& s : segs) {
+      if (!s.damaged) newest[static_cast<int>(s.stream)] = s.id;
+    }
+    for (const auto& [stream, id] : newest) {
+      auto s = std::find_if(segs.begin(), segs.end(), [&](const auto& x) { return x.id == id; });
+      if (!s->recycled) continue;
+      uint64_t end = s->size;
+      SEPFS_RETURN_IF_ERROR(vlog->ScanSegment(
+          id, [&](const vlog::BlockPtr& p, const vlog::RecordHeader&, std::string_view,
+                  const Status& st) {
+            if (!st.ok()) end = p.offset;
+            return st.ok();
+          }));
+      seg_size[id] = end;
+    }
+  }
   std::unordered_map<uint64_t, uint64_t> sectors;  // regular inode -> units its pointers hold
   std::map<uint32_t, uint64_t> referenced;  // segment -> bytes named by decodable pointers
   std::string buf;

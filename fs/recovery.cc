@@ -89,6 +89,11 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   const bool have = lc.have_checkpoint && lc.consistent;
   journal_ = std::make_unique<LiveJournal>(have ? lc.live : std::map<uint32_t, uint64_t>{},
                                            lc.entry_numbers);
+  // The records appended since the checkpoint, read before any pointer is
+  // checked: the scan cuts the segments' torn tails, and the sizes it
+  // leaves are what the pointer checks compare with.
+  std::vector<ReplayCandidate> cands;
+  if (recover && have) SEPFS_RETURN_IF_ERROR(ScanSinceHeads(lc.heads, &cands));
   // After a crash a pointer written since the checkpoint may name a record
   // that never reached its segment; the journal says which inodes to check.
   if (have && recover) SEPFS_RETURN_IF_ERROR(DropLostPointers(lc));
@@ -102,7 +107,7 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
     }
     journal_->Rebase(std::move(live));
   }
-  if (recover && have) SEPFS_RETURN_IF_ERROR(ReplayFromHeads(lc.heads));
+  if (recover && have) SEPFS_RETURN_IF_ERROR(Replay(std::move(cands)));
   if (!options_.read_only && (recover || rep.full_recount)) {
     // The checkpoint declares every segment up to its highest id durable
     // (replay skips them after the next crash); a killed process may have
@@ -207,12 +212,8 @@ Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* 
 //     and must stay removed;
 //   - the inode must be a regular file whose size covers the record.
 // Among several records of one block the highest sequence number wins.
-Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
-  struct Candidate {
-    uint64_t ino, block;
-    vlog::BlockPtr ptr;
-  };
-  std::vector<Candidate> cands;
+// ScanSinceHeads reads them (and cuts torn tails); Replay installs them.
+Status Filesystem::ScanSinceHeads(const VlogHeads& heads, std::vector<ReplayCandidate>* cands) {
   std::vector<std::pair<uint32_t, uint64_t>> tails;  // (segment, offset) where a scan failed
   RecoveryReport& rep = recovery_;
   for (const auto& seg : vlog_->Segments()) {
@@ -234,7 +235,7 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
           }
           rep.records_scanned++;
           rep.bytes_scanned += p.record_size();
-          if (!(h.flags & vlog::kRecordRelocated)) cands.push_back({h.inode, h.block, p});
+          if (!(h.flags & vlog::kRecordRelocated)) cands->push_back({h.inode, h.block, p});
           return true;
         },
         from));
@@ -242,15 +243,24 @@ Status Filesystem::ReplayFromHeads(const VlogHeads& heads) {
   // A segment sealed since the checkpoint may end in an append a power loss
   // tore (ValueLog::Open cuts only each stream's newest segment); cut it, or
   // GC could never scan the segment to the end and collect it. Pointers
-  // into the tear were dropped before (DropLostPointers).
-  for (const auto& [id, offset] : tails) SEPFS_RETURN_IF_ERROR(vlog_->CutTornTail(id, offset));
-  std::sort(cands.begin(), cands.end(),
-            [](const Candidate& a, const Candidate& b) { return a.ptr.seq < b.ptr.seq; });
+  // into the tear are dropped next (DropLostPointers compares them with the
+  // sizes left here).
+  for (const auto& [id, offset] : tails) {
+    SEPFS_RETURN_IF_ERROR(vlog_->CutTornTail(id, offset, /*since_checkpoint=*/true));
+  }
+  return Status::OK();
+}
+
+Status Filesystem::Replay(std::vector<ReplayCandidate> cands) {
+  RecoveryReport& rep = recovery_;
+  std::sort(cands.begin(), cands.end(), [](const ReplayCandidate& a, const ReplayCandidate& b) {
+    return a.ptr.seq < b.ptr.seq;
+  });
   std::map<std::pair<uint64_t, uint64_t>, vlog::BlockPtr> current;  // installed here
   std::map<uint64_t, kv::InodeRecord> inodes;                        // changed here
   std::vector<vlog::BlockPtr> added, removed;
   kv::Batch b;
-  for (const Candidate& c : cands) {
+  for (const ReplayCandidate& c : cands) {
     const auto key = std::make_pair(c.ino, c.block);
     vlog::BlockPtr cur;
     auto it = current.find(key);

@@ -57,13 +57,14 @@ Status SegmentReader::Fill(uint64_t need) {
 }
 
 Status SegmentReader::EndOfLife(Status st) {
-  torn_ = base_seq_ != 0;
+  if (base_seq_ != 0) torn_ = !WholeRecordAfter(pos_ + 1);
   return st;
 }
 
 bool SegmentReader::WholeRecordAfter(uint64_t from) {
   if (from >= limit_) return false;
-  // Less than one record's worth of bytes (<= 48 B + 16 MiB) is left.
+  // Less than one record's worth of bytes (<= 48 B + 16 MiB) is left, or,
+  // in a recycled segment, at most the rest of the file.
   const uint64_t keep = pos_;
   pos_ = from;
   const Status st = Fill(limit_ - from);
@@ -80,6 +81,7 @@ bool SegmentReader::WholeRecordAfter(uint64_t from) {
     if (rest.size() - at < kRecordHeaderSize) break;
     if (!DecodeRecordHeader(rest.data() + at, &h).ok()) continue;
     if (rest.size() - at - kRecordHeaderSize < h.data_len) continue;
+    if (h.seq < base_seq_) continue;  // an earlier life's
     if (VerifyRecord(rest.data() + at, h, rest.substr(at + kRecordHeaderSize, h.data_len)).ok()) {
       return true;
     }
@@ -110,7 +112,7 @@ Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end
     // The length is not verified yet (the checksum needs the whole record):
     // a crash tears only the last append, so a whole record behind this one
     // means a damaged length, which must never be cut off as a tear.
-    torn_ = base_seq_ != 0 || !WholeRecordAfter(pos_ + 1);
+    torn_ = !WholeRecordAfter(pos_ + 1);
     return Status::Corruption(Where() + (torn_ ? ": torn record (" : ": damaged record length (") +
                               std::to_string(size) + " bytes, " +
                               std::to_string(limit_ - pos_) + " left)");

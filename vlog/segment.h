@@ -77,20 +77,19 @@ class SegmentReader {
   uint64_t offset() const { return record_off_; }
   // The last Corruption was a record cut short by the end of the file (a
   // write torn by a crash), not damaged bytes. In a recycled segment, where
-  // an earlier life's bytes may follow the last record, the first record
-  // that is not whole and of this life (seq >= base_seq) ends the records
-  // and is reported as torn: a crash leaves unsynced pages written back in
-  // any order, and damage cannot be told from that (a pointer past the end
-  // then fails its read, and fsck reports it).
+  // an earlier life's bytes may follow the last record, a record that is
+  // not whole and of this life (seq >= base_seq) is torn when no whole
+  // record of this life follows it; otherwise it is damage.
   bool torn() const { return torn_; }
 
  private:
   Status Fill(uint64_t need);
   std::string Where() const;
-  // A whole, verified record starts somewhere in [from, limit_).
+  // A whole, verified record (of this life, in a recycled segment) starts
+  // somewhere in [from, limit_).
   bool WholeRecordAfter(uint64_t from);
-  // st, a Corruption of the record at pos_, marked torn in a recycled
-  // segment (see torn()).
+  // st, a Corruption of the record at pos_; in a recycled segment, marked
+  // torn when it ends this life's records (see torn()).
   Status EndOfLife(Status st);
 
   File* const file_;

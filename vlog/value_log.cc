@@ -1,7 +1,9 @@
 // ValueLog implementation.
 //
-// Lock order: a stream's mutex, then segs_mu_. Readers look a segment up
+// Lock order: a stream's mutex, then segs_mu_ (which also guards the free
+// files kept for recycling). Readers look a segment up
 // under segs_mu_ (shared) and release it before taking a stream mutex.
+// seal_error_mu_ is a leaf.
 // sync_mu_ is taken before any stream mutex. File reads of flushed bytes are
 // done without any lock.
 #include "vlog/value_log.h"
@@ -9,6 +11,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -90,11 +93,13 @@ class ValueLog::Impl {
     Status st = Flush(kAllStreams);
     if (!st.ok()) Log("flush at close failed: " + st.ToString());
     // An open recycled segment ends where its file does from now on, so the
-    // next open need not search the earlier life's bytes for its end. Not
-    // synced: if the cut is lost, that open finds the end by that search.
+    // next open need not search the earlier life's bytes for its end (and,
+    // should a crash follow that open before it seals a newer segment of the
+    // stream, no recovery has to cut a segment no longer the newest).
     for (StreamState& s : streams_) {
       if (s.seg == nullptr || !s.seg->recycled()) continue;
       st = s.seg->file->Truncate(s.seg->flushed.load());
+      if (st.ok()) st = s.seg->file->Sync();
       if (!st.ok()) Log(SegName(s.seg->id) + ": cutting at close: " + st.ToString());
     }
   }
@@ -122,7 +127,7 @@ class ValueLog::Impl {
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;
   void ReserveSegmentIds(uint32_t max_used);
-  Status CutTornTailAt(uint32_t id, uint64_t offset);
+  Status CutTornTailAt(uint32_t id, uint64_t offset, bool since_checkpoint);
   Status DeleteSegment(uint32_t id);
   Status RewriteHeader(uint32_t id);
   Status SealStream(Stream stream);
@@ -182,6 +187,8 @@ class ValueLog::Impl {
   // segment ends where its file does, after a crash too (recovery checks
   // pointers against file sizes, and scans a sealed segment to its end).
   Status SealLocked(StreamState& s);
+  // Removes every free file (a full disk needs their space).
+  void DropFreeFiles();
   // Whether DeleteSegment keeps seg's file as a free file for recycling.
   bool KeepForRecycling(const Segment& seg) const {
     std::shared_lock lk(segs_mu_);
@@ -492,11 +499,25 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
     return true;
   }
   file->reset();
+  *base_seq = 0;
   Log(SegName(id) + ": could not recycle " + FreeFileName(free_id) + ", creating a new file: " +
       st.ToString());
   Status rm = env_->RemoveFile(renamed ? to : from);
   if (!rm.ok()) Log("removing " + (renamed ? to : from) + ": " + rm.ToString());
   return false;
+}
+
+void ValueLog::Impl::DropFreeFiles() {
+  std::vector<uint32_t> ids;
+  {
+    std::unique_lock lk(segs_mu_);
+    ids.swap(free_files_);
+  }
+  for (uint32_t id : ids) {
+    Status st = env_->RemoveFile(dir_ + "/" + FreeFileName(id));
+    if (!st.ok()) Log("removing " + FreeFileName(id) + ": " + st.ToString());
+  }
+  if (!ids.empty()) dir_dirty_ = true;
 }
 
 Status ValueLog::Impl::FlushLocked(StreamState& s) {
@@ -550,6 +571,7 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     Log(SegName(seg.id) + ": dropped " + std::to_string(pending) +
         " buffered bytes after a failed write: " + st.ToString());
     s.buf.resize(s.lead);  // the records go, the bytes of the block in the file stay
+    if (st.err() == ENOSPC) DropFreeFiles();  // their space is worth more now
   }
   s.buf.shrink(2 * opt_.append_buffer_size, opt_.append_buffer_size + File::kDirectAlign);
   return st.ok() ? st : st.WithContext("vlog flush of " + SegName(seg.id));
@@ -960,6 +982,7 @@ std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
     info.damaged = seg->damaged();
     info.create_time = seg->create_time;
     info.max_seq = seg->max_seq.load(std::memory_order_relaxed);
+    info.recycled = seg->recycled();
     out.push_back(info);
   }
   return out;
@@ -1032,7 +1055,7 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from)
   }
 }
 
-Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset) {
+Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset, bool since_checkpoint) {
   std::shared_ptr<Segment> seg = Find(id);
   if (seg == nullptr) return Status::NotFound(SegName(id) + ": no such segment");
   if (seg->open.load() || seg->damaged() || seg->file == nullptr) return Status::OK();
@@ -1045,7 +1068,8 @@ Status ValueLog::Impl::CutTornTailAt(uint32_t id, uint64_t offset) {
   Status st = reader.Next(&h, &data, &at_end);
   if (st.ok()) return Status::OK();          // a whole record: no tear here
   if (!st.IsCorruption()) return st;         // an I/O error
-  if (!reader.torn()) return Status::OK();   // damaged bytes: fsck reports them
+  // Damaged bytes: fsck reports them.
+  if (!reader.torn() && !(since_checkpoint && seg->recycled())) return Status::OK();
   return CutTornTail(*seg, offset);
 }
 
@@ -1165,7 +1189,12 @@ Status ValueLog::Impl::SealLocked(StreamState& s) {
     const uint64_t end = seg.flushed.load();
     Status st = seg.file->Truncate(end);
     if (!st.ok()) return st.WithContext("sealing " + SegName(seg.id));
-    st = seg.file->Sync();
+    // Through a descriptor of its own: the kernel reports a write-back
+    // error once per open file, and a Sync racing with this one must see it
+    // on seg.file too.
+    std::unique_ptr<File> rw;
+    st = env_->OpenFile(PathOf(seg.id), OpenMode::kReadWrite, &rw);
+    if (st.ok()) st = rw->Sync();
     if (!st.ok()) {
       st = st.WithContext("syncing " + SegName(seg.id) + " at its seal");
       std::lock_guard l(seal_error_mu_);
@@ -1227,8 +1256,8 @@ Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);
 }
 std::vector<StreamHead> ValueLog::Heads() const { return impl_->Heads(); }
-Status ValueLog::CutTornTail(uint32_t id, uint64_t offset) {
-  return impl_->CutTornTailAt(id, offset);
+Status ValueLog::CutTornTail(uint32_t id, uint64_t offset, bool since_checkpoint) {
+  return impl_->CutTornTailAt(id, offset, since_checkpoint);
 }
 uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 void ValueLog::ReserveSegmentIds(uint32_t max_used) { impl_->ReserveSegmentIds(max_used); }

@@ -101,6 +101,7 @@ struct SegmentInfo {
   // segment's age only: learned from Append, from the records Open scans
   // (the newest segment of each stream), from ScanSegment and from AddLive.
   uint64_t max_seq = 0;
+  bool recycled = false;       // its file held an earlier segment (format.h: base_seq)
 };
 
 struct Stats {
@@ -265,8 +266,14 @@ class ValueLog {
   // ends inside it: a crash cut the last append), truncates the segment
   // there so that GC and fsck scan it cleanly. A complete record, damaged
   // bytes, an open or damaged segment: nothing happens. For crash recovery,
-  // before any reader or GC runs.
-  Status CutTornTail(uint32_t id, uint64_t offset);
+  // before any reader or GC runs. since_checkpoint: offset is at or past a
+  // checkpoint head (recovery's replay scan); then, in a recycled segment,
+  // a record there that is not whole and of this life is cut even when
+  // whole records of this life follow them: pages written after the last
+  // sync reach the disk in any order. (Damage to records a later fsync
+  // synced looks the same and is cut too; pointers into what was cut then
+  // fail their reads, and fsck reports them.)
+  Status CutTornTail(uint32_t id, uint64_t offset, bool since_checkpoint = false);
 
   // Where each stream appends next: the open segment and its size (append
   // buffer included). With MaxSegmentId() this is a vLog head checkpoint:

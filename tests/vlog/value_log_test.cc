@@ -626,6 +626,39 @@ TEST_F(RecycleTest, ScanStopsAtAnEarlierLifeRecord) {
   ExpectReadable(w);
 }
 
+TEST_F(RecycleTest, DamageBeforeRecordsOfThisLifeIsNotCutUnlessSinceACheckpoint) {
+  MakeFreeFile();
+  std::vector<Written> now;
+  for (uint64_t b = 0; b < 3; ++b) now.push_back(Put(Stream::kHot, 2, b, 3000));
+  ASSERT_TRUE(vlog_->Sync().ok());
+  const std::string copy = tmp_.path() + "/crashed";
+  std::filesystem::copy(dir_, copy);
+  vlog_.reset();
+  dir_ = copy;
+  const std::string path = dir_ + "/" + SegmentFileName(now[1].ptr.segment);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(now[1].ptr.offset + kRecordHeaderSize + 10));
+    f.put('\x7f');  // one damaged byte in the middle record's data
+  }
+  const uint64_t size = std::filesystem::file_size(path);
+  Reopen();
+  // A whole record of this life follows the damage: not a tear.
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  ExpectReadable(now[0]);
+  ExpectReadable(now[2]);
+  std::string buf(now[1].data.size(), '\0');
+  EXPECT_TRUE(vlog_->Read(now[1].ptr, 2, 1, buf.data()).IsCorruption());
+  ASSERT_TRUE(vlog_->CutTornTail(now[1].ptr.segment, now[1].ptr.offset).ok());
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  // Crash recovery past a checkpoint head: pages written after the last
+  // sync may reach the disk in any order, so it cuts there.
+  ASSERT_TRUE(vlog_->CutTornTail(now[1].ptr.segment, now[1].ptr.offset,
+                                 /*since_checkpoint=*/true).ok());
+  EXPECT_EQ(std::filesystem::file_size(path), now[1].ptr.offset);
+  ExpectReadable(now[0]);
+}
+
 TEST_F(RecycleTest, SealCutsTheFileToThisLife) {
   MakeFreeFile();
   const Written w = Put(Stream::kHot, 2, 0, 3000);
