@@ -488,7 +488,7 @@ void Filesystem::TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last) {
   }
 }
 
-Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
+Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times) {
   const uint64_t bs = block_size_;
   const uint64_t end = std::min<uint64_t>(off + len, in->rec.size);
   if (off >= end) return Status::OK();
@@ -529,7 +529,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
                                         return true;
                                       }));
   }
-  in->rec.mtime = in->rec.ctime = Now();
+  if (!kernel_times) in->rec.mtime = in->rec.ctime = Now();
   b.PutInode(in->rec);
   const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
@@ -538,7 +538,8 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len) {
   return Status::OK();
 }
 
-Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len) {
+Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
+                             bool kernel_times) {
   if (len == 0) return Status::InvalidArgument("fallocate of zero bytes");
   if (off + len < off || off + len > MaxFileSize()) return Status::FromErrno(EFBIG, "too large");
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
@@ -547,14 +548,16 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len)
   std::lock_guard<std::mutex> il(in->mu);
   if (!S_ISREG(in->rec.mode)) return Status::FromErrno(ENODEV, "fallocate of non-file");
   if (mode == FALLOC_FL_KEEP_SIZE) return Status::OK();
-  if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) return PunchLocked(in.get(), off, len);
+  if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+    return PunchLocked(in.get(), off, len, kernel_times);
+  }
   if (mode != 0) return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.
   if (off + len > in->rec.size) {
     kv::InodeRecord r = in->rec;
     r.size = off + len;
-    r.ctime = r.mtime = Now();
+    if (!kernel_times) r.ctime = r.mtime = Now();
     kv::Batch b;
     b.PutInode(r);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));

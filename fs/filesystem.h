@@ -214,7 +214,10 @@ class Filesystem {
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
   Status FsyncDir(uint64_t ino);
-  Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len);
+  // kernel_times: leave mtime and ctime alone (the writeback cache, where
+  // the kernel stamps them itself and sends them in a SETATTR; see
+  // WriteEffects).
+  Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len, bool kernel_times = false);
   Status Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* result);
   Status FlushAll(bool sync);
 
@@ -317,7 +320,7 @@ class Filesystem {
   void TrimDirtyLocked(Inode* in, uint64_t size, bool rewrote_last);
   // Drops the dirty blocks [first, end), keeping the dirty byte counts.
   void EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end);
-  Status PunchLocked(Inode* in, uint64_t off, uint64_t len);
+  Status PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times);
   Status HaveSpace(uint64_t bytes);
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
   bool SpaceLow();

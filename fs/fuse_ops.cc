@@ -640,7 +640,8 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
   Guard(req, [&] {
     if (off < 0 || len <= 0) return ReplyErr(req, Status::InvalidArgument("range"));
     ReplyErr(req, Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
-                                     static_cast<uint64_t>(len)));
+                                     static_cast<uint64_t>(len),
+                                     Ctx(req)->writeback_cache.load()));
   });
 }
 
