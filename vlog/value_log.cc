@@ -90,17 +90,17 @@ class ValueLog::Impl {
   Impl(const Options& options, std::string dir)
       : opt_(options), env_(options.env ? options.env : Env::Default()), dir_(std::move(dir)) {}
   ~Impl() {
-    Status st = Flush(kAllStreams);
-    if (!st.ok()) Log("flush at close failed: " + st.ToString());
-    // An open recycled segment ends where its file does from now on, so the
-    // next open need not search the earlier life's bytes for its end (and,
-    // should a crash follow that open before it seals a newer segment of the
-    // stream, no recovery has to cut a segment no longer the newest).
+    // Sealing writes each buffer out, and cuts an open recycled segment
+    // where its records end, so the next open need not search the earlier
+    // life's bytes for its end (and, should a crash follow that open before
+    // it seals a newer segment of the stream, no recovery has to cut a
+    // segment no longer the newest).
     for (StreamState& s : streams_) {
-      if (s.seg == nullptr || !s.seg->recycled()) continue;
-      st = s.seg->file->Truncate(s.seg->flushed.load());
-      if (st.ok()) st = s.seg->file->Sync();
-      if (!st.ok()) Log(SegName(s.seg->id) + ": cutting at close: " + st.ToString());
+      std::lock_guard lk(s.mu);
+      if (s.seg == nullptr) continue;
+      const uint32_t id = s.seg->id;
+      Status st = SealLocked(s);
+      if (!st.ok()) Log(SegName(id) + ": sealing at close failed: " + st.ToString());
     }
   }
 
@@ -169,6 +169,7 @@ class ValueLog::Impl {
   };
 
   std::string PathOf(uint32_t id) const { return dir_ + "/" + SegmentFileName(id); }
+  std::string FreePathOf(uint32_t id) const { return dir_ + "/" + FreeFileName(id); }
   std::shared_ptr<Segment> Find(uint32_t id) const;
   std::vector<std::shared_ptr<Segment>> Snapshot() const;
   Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out);
@@ -189,12 +190,6 @@ class ValueLog::Impl {
   Status SealLocked(StreamState& s);
   // Removes every free file (a full disk needs their space).
   void DropFreeFiles();
-  // Whether DeleteSegment keeps seg's file as a free file for recycling.
-  bool KeepForRecycling(const Segment& seg) const {
-    std::shared_lock lk(segs_mu_);
-    return free_files_.size() < opt_.recycle_segments && !seg.damaged() &&
-           seg.size.load() <= opt_.segment_size;
-  }
   // Segment and bounds checks of a pointer that a read is about to follow.
   Status Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* seg) const;
   Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
@@ -281,7 +276,7 @@ Status ValueLog::Impl::Load() {
       // this open learns (the segments holding them are gone), and a
       // recycled file's base_seq must be above every one of them.
       if (opt_.read_only) continue;
-      Status rm = env_->RemoveFile(dir_ + "/" + name);
+      Status rm = env_->RemoveFile(FreePathOf(id));
       if (!rm.ok()) Log("removing free file " + name + ": " + rm.ToString());
       dir_dirty_ = true;
       continue;
@@ -425,24 +420,20 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   StreamState& s = streams_[static_cast<int>(stream)];
   char raw[kSegmentHeaderSize];
-  if (Recycle(id, stream, &seg->file, &seg->base_seq, &seg->create_time, raw)) {
-    // The header is in the file already; the stream's buffer starts with
-    // it, as below, so the first flush writes whole blocks from offset 0.
-    s.buf.resize(kSegmentHeaderSize);
-    s.lead = kSegmentHeaderSize;
-    std::memcpy(s.buf.data(), raw, kSegmentHeaderSize);
-  }
-  Status st;
-  if (seg->file == nullptr) {
+  const bool recycled = Recycle(id, stream, &seg->file, &seg->base_seq, &seg->create_time, raw);
+  if (!recycled) {
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
     dir_dirty_ = true;
-    // The header starts the stream's buffer: the bytes of the block the next
-    // flush starts in (nothing pending, also if this write fails).
-    s.buf.resize(kSegmentHeaderSize);
-    s.lead = kSegmentHeaderSize;
-    MakeSegmentHeader(id, stream, 0, 0, &seg->create_time, s.buf.data());
-    st = seg->file->Write(0, std::string_view(s.buf.data(), kSegmentHeaderSize));
+    MakeSegmentHeader(id, stream, 0, 0, &seg->create_time, raw);
   }
+  // The header starts the stream's buffer: the bytes of the block the next
+  // flush starts in (nothing pending, also if the write below fails). A
+  // recycled file has it already.
+  s.buf.resize(kSegmentHeaderSize);
+  s.lead = kSegmentHeaderSize;
+  std::memcpy(s.buf.data(), raw, kSegmentHeaderSize);
+  const Status st =
+      recycled ? Status::OK() : seg->file->Write(0, std::string_view(raw, kSegmentHeaderSize));
   if (!st.ok()) {
     seg->file.reset();
     Status rm = env_->RemoveFile(path);
@@ -470,7 +461,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
     free_id = free_files_.back();
     free_files_.pop_back();
   }
-  const std::string from = dir_ + "/" + FreeFileName(free_id);
+  const std::string from = FreePathOf(free_id);
   const std::string to = PathOf(id);
   // Every seq handed out so far is lower, those of the file's earlier lives
   // included; every record appended to this segment gets a higher one.
@@ -514,7 +505,7 @@ void ValueLog::Impl::DropFreeFiles() {
     ids.swap(free_files_);
   }
   for (uint32_t id : ids) {
-    Status st = env_->RemoveFile(dir_ + "/" + FreeFileName(id));
+    Status st = env_->RemoveFile(FreePathOf(id));
     if (!st.ok()) Log("removing " + FreeFileName(id) + ": " + st.ToString());
   }
   if (!ids.empty()) dir_dirty_ = true;
@@ -1096,6 +1087,7 @@ uint32_t ValueLog::Impl::MaxSegmentId() const {
 
 Status ValueLog::Impl::DeleteSegment(uint32_t id) {
   std::shared_ptr<Segment> seg;
+  bool keep;  // the file, for a new segment to recycle
   {
     // A segment is published open and is only ever closed, so a segment seen
     // sealed here can no longer be appended to.
@@ -1107,11 +1099,13 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
     }
     seg = std::move(it->second);
     segs_.erase(it);
+    keep = free_files_.size() < opt_.recycle_segments && !seg->damaged() &&
+           seg->size.load() <= opt_.segment_size;
   }
   const std::string path = PathOf(id);
   Status st;
-  if (KeepForRecycling(*seg)) {
-    st = env_->RenameFile(path, dir_ + "/" + FreeFileName(id));
+  if (keep) {
+    st = env_->RenameFile(path, FreePathOf(id));
     if (st.ok()) {
       std::unique_lock lk(segs_mu_);
       free_files_.push_back(id);
