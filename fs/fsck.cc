@@ -233,21 +233,20 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   // where its scan stops (the mount cuts it there; docs/vlog-format.md,
   // "Recycled segment files"), not where the file does.
   if (unclean) {
-    std::map<int, uint32_t> newest;  // stream -> its newest segment
+    std::map<int, const vlog::SegmentInfo*> newest;  // stream -> its newest segment
     for (const auto& s : segs) {
-      if (!s.damaged) newest[static_cast<int>(s.stream)] = s.id;
+      if (!s.damaged) newest[static_cast<int>(s.stream)] = &s;  // segs is in id order
     }
-    for (const auto& [stream, id] : newest) {
-      auto s = std::find_if(segs.begin(), segs.end(), [&](const auto& x) { return x.id == id; });
+    for (const auto& [stream, s] : newest) {
       if (!s->recycled) continue;
       uint64_t end = s->size;
       SEPFS_RETURN_IF_ERROR(vlog->ScanSegment(
-          id, [&](const vlog::BlockPtr& p, const vlog::RecordHeader&, std::string_view,
-                  const Status& st) {
+          s->id, [&](const vlog::BlockPtr& p, const vlog::RecordHeader&, std::string_view,
+                     const Status& st) {
             if (!st.ok()) end = p.offset;
             return st.ok();
           }));
-      seg_size[id] = end;
+      seg_size[s->id] = end;
     }
   }
   std::unordered_map<uint64_t, uint64_t> sectors;  // regular inode -> units its pointers hold
