@@ -765,22 +765,25 @@ class Gen:
         sa, sb = self.size_of_slot(a), self.size_of_slot(b)
         return ('cfr', a, b, self.length(), r.randint(0, sa + 1000), self.offset(sb))
 
-    def g_mmap_write(self):
-        s = self.wslot()
+    def mmap_span(self, s):
+        """(off, n) inside slot s's file, at most 1 MiB; None for an empty file."""
         sz = self.size_of_slot(s)
         if sz == 0:
-            return ('fstat', s)
+            return None
         off = self.rng.randint(0, sz - 1)
-        n = self.rng.randint(1, min(sz - off, 1 << 20))
-        return ('mmap_write', s, off, n, self.datakey(), self.rng.random() < 0.7)
+        return off, self.rng.randint(1, min(sz - off, 1 << 20))
+
+    def g_mmap_write(self):
+        s = self.wslot()
+        span = self.mmap_span(s)
+        if span is None:
+            return ('fstat', s)
+        return ('mmap_write', s) + span + (self.datakey(), self.rng.random() < 0.7)
 
     def g_mmap_read(self):
         s = self.slot()
-        sz = self.size_of_slot(s)
-        if sz == 0:
-            return ('fstat', s)
-        off = self.rng.randint(0, sz - 1)
-        return ('mmap_read', s, off, self.rng.randint(1, min(sz - off, 1 << 20)))
+        span = self.mmap_span(s)
+        return ('fstat', s) if span is None else ('mmap_read', s) + span
 
     def g_fsync(self):
         return ('fsync', self.slot())
