@@ -19,8 +19,9 @@ std::string StoreReport(Store* store) {
   std::string out;
   const auto& sb = store->super();
   Line(&out,
-       "store %s\n  block size %u, segment size %" PRIu64 ", capacity %s, inline max %u\n",
-       store->dir().c_str(), sb.block_size, sb.segment_size,
+       "store %s\n  format %u, block size %u, segment size %" PRIu64
+       ", capacity %s, inline max %u\n",
+       store->dir().c_str(), sb.version, sb.block_size, sb.segment_size,
        sb.capacity ? std::to_string(sb.capacity).c_str() : "free space below", sb.inline_max);
   uint64_t size[vlog::kNumStreams] = {}, live[vlog::kNumStreams] = {},
            garbage[vlog::kNumStreams] = {}, count[vlog::kNumStreams] = {};

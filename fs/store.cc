@@ -163,6 +163,9 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   vo.direct_writes = options.direct_io;
   vo.direct_reads = options.direct_io;
   vo.recycle_segments = options.recycle_segments;
+  // Binaries of an older format would take a recycled segment's header for
+  // damage, so their stores never get one.
+  vo.version2_headers = s->super_.version >= kv::kMetaFormatRecycledSegments;
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
   *out = std::move(s);
   return Status::OK();

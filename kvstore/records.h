@@ -62,12 +62,16 @@ sepfs::Status DecodeBlockValue(std::string_view src, vlog::BlockPtr* p);
 constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
 // Format versions: 1, the first; 2, vLog segments may also be of the warm
 // and frozen streams (vlog/format.h), which version-1 binaries cannot read;
-// 3, block values may hold inline data, and the superblock its limit.
-// Older stores are still mounted: version 1 keeps to the hot and cold
-// streams, versions 1 and 2 never inline data.
-constexpr uint32_t kMetaFormatVersion = 3;
+// 3, block values may hold inline data, and the superblock its limit;
+// 4, vLog segment files may be recycled (version-2 segment headers,
+// vlog/format.h), which binaries of version 3 would take for damage and
+// repair away. Older stores are still mounted: version 1 keeps to the hot
+// and cold streams, versions 1 and 2 never inline data, versions 1 to 3
+// never recycle a segment file.
+constexpr uint32_t kMetaFormatVersion = 4;
 constexpr uint32_t kMetaFormatLifetimeStreams = 2;
 constexpr uint32_t kMetaFormatInlineData = 3;
+constexpr uint32_t kMetaFormatRecycledSegments = 4;
 
 // Bounds of the store geometry: mkfs refuses values outside them, and so
 // does DecodeSuperblock (with Corruption), so no crafted superblock reaches

@@ -76,11 +76,10 @@ void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t base_
 }
 
 // Writes a segment header for segment `id` (created now) at offset 0 of file.
-Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
-                          uint64_t* create_time) {
-  char raw[kSegmentHeaderSize];
-  MakeSegmentHeader(id, stream, flags, 0, create_time, raw);
-  return file->Write(0, std::string_view(raw, sizeof(raw)));
+// options, with no file recycled where the format forbids it.
+Options Normalized(Options o) {
+  if (!o.version2_headers) o.recycle_segments = 0;
+  return o;
 }
 
 }  // namespace
@@ -88,7 +87,9 @@ Status WriteSegmentHeader(File* file, uint32_t id, Stream stream, uint8_t flags,
 class ValueLog::Impl {
  public:
   Impl(const Options& options, std::string dir)
-      : opt_(options), env_(options.env ? options.env : Env::Default()), dir_(std::move(dir)) {}
+      : opt_(Normalized(options)),
+        env_(options.env ? options.env : Env::Default()),
+        dir_(std::move(dir)) {}
   ~Impl() {
     // Sealing writes each buffer out, and cuts an open recycled segment
     // where its records end, so the next open need not search the earlier
@@ -1146,10 +1147,21 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   if (seg->open.load()) return Status::FromErrno(EBUSY, SegName(id) + " is open for appends");
   {
     std::unique_ptr<File> rw;
-    uint64_t create_time;
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(PathOf(id), OpenMode::kReadWrite, &rw));
-    SEPFS_RETURN_IF_ERROR(
-        WriteSegmentHeader(rw.get(), id, Stream::kCold, kSegmentRewritten, &create_time));
+    uint64_t base_seq = 0;
+    if (opt_.version2_headers) {
+      uint64_t size = 0;
+      SEPFS_RETURN_IF_ERROR(rw->Size(&size));
+      SegmentReader reader(rw.get(), id, /*base_seq=*/0, size);
+      RecordHeader h;
+      std::string_view data;
+      bool at_end = false;
+      if (reader.Next(&h, &data, &at_end).ok() && !at_end) base_seq = h.seq;
+    }
+    char raw[kSegmentHeaderSize];
+    uint64_t create_time;
+    MakeSegmentHeader(id, Stream::kCold, kSegmentRewritten, base_seq, &create_time, raw);
+    SEPFS_RETURN_IF_ERROR(rw->Write(0, std::string_view(raw, sizeof(raw))));
     SEPFS_RETURN_IF_ERROR(rw->Sync());
   }
   // A fresh Segment (its fixed fields are never changed once published),
@@ -1161,9 +1173,13 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   }
   fresh->live.store(seg->live.load());
   fresh->max_seq.store(seg->max_seq.load());
-  std::unique_lock lk(segs_mu_);
-  segs_[id] = std::move(fresh);
-  Log(SegName(id) + ": rewrote its damaged header (stream cold)");
+  const uint64_t base_seq = fresh->base_seq;
+  {
+    std::unique_lock lk(segs_mu_);
+    segs_[id] = std::move(fresh);
+  }
+  Log(SegName(id) + ": rewrote its damaged header (stream cold" +
+      (base_seq != 0 ? ", records from seq " + std::to_string(base_seq) : "") + ")");
   return Status::OK();
 }
 

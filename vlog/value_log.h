@@ -86,6 +86,11 @@ struct Options {
   // grow skips the inode write (bench/RESULTS.md, "Segment files
   // recycled"). The kept files hold disk space until they are reused.
   size_t recycle_segments = 0;
+  // The store's format admits version-2 segment headers (format.h), which
+  // binaries of an older format take for damage. When false, no file is
+  // recycled whatever recycle_segments says, and RewriteHeader writes
+  // version 1.
+  bool version2_headers = true;
 };
 
 struct SegmentInfo {
@@ -306,9 +311,14 @@ class ValueLog {
   // (stream cold, this id, created now); its records, each verified by its
   // own checksum, were readable before and stay so, and the segment becomes
   // collectable again. The header carries kSegmentRewritten, so the next
-  // Open does not take the segment for its stream's newest. Offline repair
-  // only: live counts or deletes racing with it may be lost. OK if the
-  // header is fine.
+  // Open does not take the segment for its stream's newest. The file may
+  // have been recycled, with an earlier life's records after this one's:
+  // with Options::version2_headers the header's base_seq is the seq of the
+  // first record (a segment's seqs rise from its first record on, and an
+  // earlier life's are all lower), so scans still end where this life does;
+  // if the first record does not verify, the header is version 1. Offline
+  // repair only: live counts or deletes racing with it may be lost. OK if
+  // the header is fine.
   // Errors: NotFound, EBUSY for an open segment, I/O errors.
   Status RewriteHeader(uint32_t id);
 

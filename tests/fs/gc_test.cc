@@ -25,6 +25,33 @@ class GcTest : public FsTest {
     EXPECT_OK(fs_->Flush(ino));
     return ino;
   }
+  // Writes 10 MiB to a file, deletes and collects it (segments of 4 MiB),
+  // then writes b_data to a file "b", fsyncs and reads it. *free_files:
+  // the vLog's free files after the collection.
+  void CollectThenWriteAgain(const std::string& b_data, size_t* free_files) {
+    const uint64_t a = WriteFile("a", Payload(1, 10 << 20));
+    EXPECT_OK(fs_->Unlink(kRoot, "a"));
+    fs_->Forget(a, 1);
+    uint64_t collected = 0;
+    EXPECT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+    EXPECT_GT(collected, 0u);
+    *free_files = fs_->store()->vlog()->stats().free_files;
+    const uint64_t b = WriteFile("b", b_data);
+    EXPECT_OK(fs_->Fsync(b, /*datasync=*/false));
+    EXPECT_EQ(ReadAll(b), b_data);
+  }
+  // Closes the file system, sets the store's format version to `version`
+  // (as an older mkfs would have) and opens it again.
+  void ReopenAsFormat(uint32_t version) {
+    CloseFs();
+    Damage([version](kv::MetaStore* meta, kv::Batch* b) {
+      kv::Superblock sb;
+      ASSERT_OK(meta->GetSuperblock(&sb));
+      sb.version = version;
+      b->Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+    });
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  }
   uint64_t VlogBytes() { return fs_->store()->vlog()->TotalBytes(); }
   uint64_t LiveBytes(vlog::Stream s) {
     uint64_t live = 0;
@@ -63,21 +90,26 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
 // across a remount too, and fsck finds nothing wrong.
 TEST_F(GcTest, CollectedSegmentFilesAreReused) {
   ASSERT_GT(fs_options().store.recycle_segments, 0u);
-  const uint64_t a = WriteFile("a", Payload(1, 10 << 20));  // segments of 4 MiB
-  ASSERT_OK(fs_->Unlink(kRoot, "a"));
-  fs_->Forget(a, 1);
-  uint64_t collected = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
-  EXPECT_GT(collected, 0u);
-  EXPECT_GT(fs_->store()->vlog()->stats().free_files, 0u);
   const std::string b1 = Payload(2, 9 << 20);
-  const uint64_t b = WriteFile("b", b1);
-  ASSERT_OK(fs_->Fsync(b, /*datasync=*/false));
+  size_t free_files = 0;
+  CollectThenWriteAgain(b1, &free_files);
+  EXPECT_GT(free_files, 0u);
   EXPECT_GT(fs_->store()->vlog()->stats().segments_recycled, 0u);
-  EXPECT_EQ(ReadAll(b), b1);
   ExpectFsckClean();
   Reopen();
   EXPECT_EQ(ReadAll(InoOf(kRoot, "b")), b1);
+  ExpectFsckClean();
+}
+
+// A store of format version 3 recycles no segment file: binaries of that
+// version would take a recycled segment's header for damage.
+TEST_F(GcTest, VersionThreeStoreRemovesCollectedFiles) {
+  ASSERT_GT(fs_options().store.recycle_segments, 0u);
+  ASSERT_NO_FATAL_FAILURE(ReopenAsFormat(3));
+  size_t free_files = 1;
+  CollectThenWriteAgain(Payload(2, 9 << 20), &free_files);
+  EXPECT_EQ(free_files, 0u);
+  EXPECT_EQ(fs_->store()->vlog()->stats().segments_recycled, 0u);
   ExpectFsckClean();
 }
 
@@ -252,14 +284,7 @@ TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
 // A store of format version 1 keeps to the hot and cold streams, which
 // binaries of that version can read.
 TEST_F(StreamGcTest, VersionOneStoreKeepsTwoStreams) {
-  CloseFs();
-  Damage([](kv::MetaStore* meta, kv::Batch* b) {
-    kv::Superblock sb;
-    ASSERT_OK(meta->GetSuperblock(&sb));
-    sb.version = 1;
-    b->Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
-  });
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  ASSERT_NO_FATAL_FAILURE(ReopenAsFormat(1));
   const uint64_t a = WriteFile("a", Payload(1, 8 * block_size()));
   EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 8 * (block_size() + vlog::kRecordHeaderSize));
   ASSERT_OK(fs_->Write(a, 0, Payload(2, block_size())));

@@ -626,6 +626,63 @@ TEST_F(RecycleTest, ScanStopsAtAnEarlierLifeRecord) {
   ExpectReadable(w);
 }
 
+// Repair's new header for a damaged recycled segment keeps this life's
+// records apart from the earlier life's that follow them.
+TEST_F(RecycleTest, RewrittenHeaderKeepsTheEarlierLifeOut) {
+  MakeFreeFile();
+  const Written w = Put(Stream::kHot, 2, 0, kFirstData);  // ends where old record 1 starts
+  ASSERT_EQ(w.ptr.offset + w.ptr.record_size(), old_[1].ptr.offset);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  // A crash, and a damaged header: the open neither scans nor cuts it.
+  const std::string copy = tmp_.path() + "/crashed";
+  std::filesystem::copy(dir_, copy);
+  vlog_.reset();
+  dir_ = copy;
+  const std::string path = dir_ + "/" + SegmentFileName(w.ptr.segment);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put(static_cast<char>(0x77));
+  }
+  Reopen();
+  ASSERT_TRUE(SegmentMap()[w.ptr.segment].damaged);
+  ASSERT_GT(std::filesystem::file_size(path), old_[9].ptr.offset);
+  ASSERT_TRUE(vlog_->RewriteHeader(w.ptr.segment).ok());
+  EXPECT_EQ(HeaderBaseSeq(w.ptr.segment), w.ptr.seq);
+  EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
+  Reopen();
+  EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
+  ExpectReadable(w);
+}
+
+// A store whose format predates version-2 headers: collected files are
+// removed, and a rewritten header is version 1.
+TEST_F(RecycleTest, NoVersionTwoHeadersWhereTheFormatForbidsThem) {
+  options_.recycle_segments = 1;
+  options_.version2_headers = false;
+  OpenLog(64 << 10);
+  const Written a = Put(Stream::kHot, 1, 0, 100);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  ASSERT_TRUE(vlog_->DeleteSegment(a.ptr.segment).ok());
+  EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(a.ptr.segment)));
+  const Written b = Put(Stream::kHot, 2, 0, 100);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
+  EXPECT_EQ(HeaderBaseSeq(b.ptr.segment), 0u);
+  vlog_.reset();
+  {
+    std::fstream f(dir_ + "/" + SegmentFileName(b.ptr.segment),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put(static_cast<char>(0x77));
+  }
+  Reopen();
+  ASSERT_TRUE(vlog_->RewriteHeader(b.ptr.segment).ok());
+  EXPECT_EQ(HeaderBaseSeq(b.ptr.segment), 0u);
+  ExpectReadable(b);
+}
+
 TEST_F(RecycleTest, DamageBeforeRecordsOfThisLifeIsNotCutUnlessSinceACheckpoint) {
   MakeFreeFile();
   std::vector<Written> now;
