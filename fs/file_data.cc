@@ -25,6 +25,7 @@ namespace sepfs::fs {
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  avail += vlog_->FreeFileBytes();  // the next segments' room
   // A reserve keeps room for metadata, compaction and GC relocation, so the
   // collector can always make progress on a full store.
   const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);

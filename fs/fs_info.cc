@@ -13,6 +13,9 @@ namespace sepfs::fs {
 Status Filesystem::StatFs(struct statvfs* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  // Files of collected segments kept for new ones hold space that new data
+  // gets first: free to the user, as after an unlink on any file system.
+  avail += vlog_->FreeFileBytes();
   const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
   const uint64_t cap = store_->super().capacity;
   if (cap) {

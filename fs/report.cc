@@ -52,8 +52,9 @@ std::string StoreReport(Store* store) {
   Line(&out, "  records read         %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " preads)\n",
        vs.records_read, vs.bytes_read, vs.preads);
   Line(&out, "  checksum errors      %" PRIu64 "\n", vs.checksum_errors);
-  Line(&out, "  segments recycled    %" PRIu64 " (%" PRIu64 " free files kept)\n",
-       vs.segments_recycled, vs.free_files);
+  Line(&out,
+       "  segments recycled    %" PRIu64 " (%" PRIu64 " free files kept, %" PRIu64 " bytes)\n",
+       vs.segments_recycled, vs.free_files, vs.free_file_bytes);
   if (vs.sync_failed) {
     out += "  sync FAILED          every fsync fails until the store is mounted again\n";
   }

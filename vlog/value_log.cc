@@ -123,6 +123,7 @@ class ValueLog::Impl {
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
+  uint64_t FreeFileBytes() const;
   uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
@@ -241,9 +242,12 @@ class ValueLog::Impl {
   // cannot take sync_mu_: the next Sync latches it.
   std::mutex seal_error_mu_;
   Status seal_error_;  // guarded by seal_error_mu_
-  // Ids of the free files (FreeFileName) kept for recycling; guarded by
-  // segs_mu_.
-  std::vector<uint32_t> free_files_;
+  // The free files (FreeFileName) kept for recycling; guarded by segs_mu_.
+  struct FreeFile {
+    uint32_t id;
+    uint64_t bytes;  // its length
+  };
+  std::vector<FreeFile> free_files_;
 
   // Buffers for direct reads: kDirectBuffers at most, whatever the number
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
@@ -459,7 +463,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
   {
     std::unique_lock lk(segs_mu_);
     if (free_files_.empty()) return false;
-    free_id = free_files_.back();
+    free_id = free_files_.back().id;
     free_files_.pop_back();
   }
   const std::string from = FreePathOf(free_id);
@@ -500,16 +504,16 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
 }
 
 void ValueLog::Impl::DropFreeFiles() {
-  std::vector<uint32_t> ids;
+  std::vector<FreeFile> files;
   {
     std::unique_lock lk(segs_mu_);
-    ids.swap(free_files_);
+    files.swap(free_files_);
   }
-  for (uint32_t id : ids) {
-    Status st = env_->RemoveFile(FreePathOf(id));
-    if (!st.ok()) Log("removing " + FreeFileName(id) + ": " + st.ToString());
+  for (const FreeFile& f : files) {
+    Status st = env_->RemoveFile(FreePathOf(f.id));
+    if (!st.ok()) Log("removing " + FreeFileName(f.id) + ": " + st.ToString());
   }
-  if (!ids.empty()) dir_dirty_ = true;
+  if (!files.empty()) dir_dirty_ = true;
 }
 
 Status ValueLog::Impl::FlushLocked(StreamState& s) {
@@ -994,9 +998,17 @@ Stats ValueLog::Impl::stats() const {
   s.unfinished_removed = unfinished_removed_.load();
   s.unfinished_kept = unfinished_kept_.load();
   s.segments_recycled = segments_recycled_.load();
+  s.free_file_bytes = FreeFileBytes();
   std::shared_lock lk(segs_mu_);
   s.free_files = free_files_.size();
   return s;
+}
+
+uint64_t ValueLog::Impl::FreeFileBytes() const {
+  std::shared_lock lk(segs_mu_);
+  uint64_t total = 0;
+  for (const FreeFile& f : free_files_) total += f.bytes;
+  return total;
 }
 
 uint64_t ValueLog::Impl::TotalBytes() const {
@@ -1109,7 +1121,7 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
     st = env_->RenameFile(path, FreePathOf(id));
     if (st.ok()) {
       std::unique_lock lk(segs_mu_);
-      free_files_.push_back(id);
+      free_files_.push_back({id, seg->size.load()});
     }
   } else {
     st = env_->RemoveFile(path);
@@ -1261,6 +1273,7 @@ uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
+uint64_t ValueLog::FreeFileBytes() const { return impl_->FreeFileBytes(); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);

@@ -123,6 +123,7 @@ struct Stats {
   uint64_t unfinished_kept = 0;     // ... left in place and skipped by a read-only Open
   uint64_t segments_recycled = 0;   // new segments that reused a deleted one's file
   uint64_t free_files = 0;          // deleted segments' files kept for that now
+  uint64_t free_file_bytes = 0;     // ... and their bytes (FreeFileBytes)
 };
 
 struct StreamHead {
@@ -254,6 +255,10 @@ class ValueLog {
   Stats stats() const;
   // Total bytes of all segment files (buffers included).
   uint64_t TotalBytes() const;
+  // Bytes of the files kept for recycling (Options::recycle_segments), not
+  // counted by TotalBytes: space the next segments take first, so free
+  // space to whoever accounts for the store's.
+  uint64_t FreeFileBytes() const;
   // Sum of the segments' live bytes.
   uint64_t LiveBytes() const;
 

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -744,16 +745,44 @@ TEST_F(NoWritebackTest, WritePastMaxFileSizeIsEfbig) {
 class EnospcTest : public MountFixture {
  protected:
   EnospcTest() { mkfs_in_setup_ = false; }
+
+  // Makes and mounts a store of 4 MiB segments on a tmpfs of 48 MiB.
+  void MountSmallStore() {
+    const std::string small = root() + "/small";
+    ASSERT_SYS_OK(::mkdir(small.c_str(), 0755));
+    ASSERT_SYS_OK(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=48m"));
+    AddCleanupMount(small);
+    set_store(small + "/store");
+    ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=4194304"}));
+    ASSERT_NO_FATAL_FAILURE(Mount());
+  }
+
+  // Writes and fsyncs files `prefix`0, 1, ... of four chunks each until a
+  // call fails; returns that errno (0 if all `max` fit) and in *synced how
+  // many files were whole and synced.
+  int FillUntilError(const std::string& prefix, const std::string& chunk, int max, int* synced) {
+    int err = 0;
+    *synced = 0;
+    for (int i = 0; i < max && err == 0; ++i) {
+      UniqueFd fd(::open(P(prefix + std::to_string(i)).c_str(), O_CREAT | O_WRONLY, 0644));
+      if (!fd.ok()) return errno;
+      for (int j = 0; j < 4 && err == 0; ++j) {
+        errno = 0;
+        if (::write(fd.get(), chunk.data(), chunk.size()) !=
+            static_cast<ssize_t>(chunk.size())) {
+          err = errno == 0 ? ENOSPC : errno;  // a short write means full
+        }
+      }
+      if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+      if (fd.Close() != 0 && err == 0) err = errno;
+      if (err == 0) *synced = i + 1;
+    }
+    return err;
+  }
 };
 
 TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
-  const std::string small = root() + "/small";
-  ASSERT_SYS_OK(::mkdir(small.c_str(), 0755));
-  ASSERT_SYS_OK(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=48m"));
-  AddCleanupMount(small);
-  set_store(small + "/store");
-  ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=4194304"}));
-  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore());
 
   const std::string keeper = RandomBytes(kMiB, 9);
   {
@@ -764,27 +793,9 @@ TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
     ASSERT_SYS_OK(::fsync(dir.get()));
   }
   // Fill in 4 MiB files; 40 of them are over three times the space.
-  int err = 0;
   int synced = 0;
   const std::string chunk = RandomBytes(kMiB, 10);
-  for (int i = 0; i < 40 && err == 0; ++i) {
-    UniqueFd fd(::open(P("fill" + std::to_string(i)).c_str(),
-                       O_CREAT | O_WRONLY, 0644));
-    if (!fd.ok()) {
-      err = errno;
-      break;
-    }
-    for (int j = 0; j < 4 && err == 0; ++j) {
-      errno = 0;
-      if (::write(fd.get(), chunk.data(), chunk.size()) !=
-          static_cast<ssize_t>(chunk.size())) {
-        err = errno == 0 ? ENOSPC : errno;  // a short write means full
-      }
-    }
-    if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
-    if (fd.Close() != 0 && err == 0) err = errno;
-    if (err == 0) synced = i + 1;
-  }
+  const int err = FillUntilError("fill", chunk, 40, &synced);
   EXPECT_EQ(ErrName(err), ErrName(ENOSPC))
       << "filling the store must end in ENOSPC (" << synced
       << " files of 4 MiB fit)";
@@ -803,6 +814,37 @@ TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
     ASSERT_EQ(ReadFileErrno(P("fill" + std::to_string(i)), &got), 0) << i;
     EXPECT_TRUE(got == four) << "fsync'd file fill" << i << " changed";
   }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
+// Deleting files on a full store makes room, also when the collected
+// segments' files are kept for new segments (recycle_segments, default 2):
+// their space is free space.
+TEST_F(EnospcTest, DeletedFilesOnAFullStoreMakeRoom) {
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore());
+  int synced = 0;
+  const std::string chunk = RandomBytes(kMiB, 11);
+  ASSERT_EQ(ErrName(FillUntilError("fill", chunk, 40, &synced)), ErrName(ENOSPC));
+  ASSERT_GE(synced, 4);
+  // Two files' worth: two segments, which GC keeps as free files.
+  for (int i = 0; i < 2; ++i) ASSERT_SYS_OK(::unlink(P("fill" + std::to_string(i)).c_str()));
+  CmdResult r = RunSepfs({"gc", mnt()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  r = RunSepfs({"stats", mnt()});
+  EXPECT_TRUE(Contains(r.out, " free files kept")) << r.Describe();
+  struct statvfs sv {};
+  ASSERT_SYS_OK(::statvfs(mnt().c_str(), &sv));
+  EXPECT_GE(static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize, 4 * kMiB) << r.out;
+  int again = 0;
+  EXPECT_EQ(ErrName(FillUntilError("again", chunk, 1, &again)), ErrName(0)) << r.out;
+  EXPECT_EQ(again, 1);
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  std::string got;
+  ASSERT_EQ(ReadFileErrno(P("again0"), &got), 0);
+  EXPECT_TRUE(got == chunk + chunk + chunk + chunk);
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
 }

@@ -555,12 +555,15 @@ TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
   MakeFreeFile();
   const uint32_t old_id = old_[0].ptr.segment;
   const uint64_t old_size = std::filesystem::file_size(dir_ + "/" + FreeFileName(old_id));
+  EXPECT_EQ(vlog_->FreeFileBytes(), old_size);
+  EXPECT_EQ(vlog_->stats().free_file_bytes, old_size);
   std::vector<Written> now;
   for (uint64_t b = 0; b < 2; ++b) now.push_back(Put(Stream::kHot, 2, b, 3000));
   const uint32_t id = now[0].ptr.segment;
   EXPECT_GT(id, old_id);
   EXPECT_EQ(vlog_->stats().segments_recycled, 1u);
   EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_EQ(vlog_->FreeFileBytes(), 0u);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_id)));
   ASSERT_TRUE(vlog_->Flush().ok());
   // The file kept its earlier size: the earlier life's records follow.
@@ -741,6 +744,7 @@ TEST_F(RecycleTest, KeepsAtMostTheConfiguredNumberOfFreeFilesAndNoneAcrossOpens)
   // An open removes free files: the seqs of their records are unknown.
   Reopen();
   EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_EQ(vlog_->FreeFileBytes(), 0u);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(hot.ptr.segment)));
   EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
   const Written w = Put(Stream::kHot, 3, 0, 100);
