@@ -25,11 +25,12 @@ namespace sepfs::fs {
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
-  avail += vlog_->FreeFileBytes();  // the next segments' room
-  // A reserve keeps room for metadata, compaction and GC relocation, so the
-  // collector can always make progress on a full store.
+  // A reserve of the disk's free space keeps room for metadata, compaction
+  // and GC relocation, so the collector can always make progress on a full
+  // store. The files of collected segments kept for recycling are room too:
+  // the next segments take them before the store grows.
   const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
-  *out = avail > reserve ? avail - reserve : 0;
+  *out = (avail > reserve ? avail - reserve : 0) + vlog_->ReusableBytes();
   const uint64_t cap = store_->super().capacity;
   if (cap) {
     const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();

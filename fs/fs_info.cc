@@ -15,7 +15,7 @@ Status Filesystem::StatFs(struct statvfs* out) {
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
   // Files of collected segments kept for new ones hold space that new data
   // gets first: free to the user, as after an unlink on any file system.
-  avail += vlog_->FreeFileBytes();
+  avail += vlog_->ReusableBytes();
   const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
   const uint64_t cap = store_->super().capacity;
   if (cap) {
@@ -30,7 +30,11 @@ Status Filesystem::StatFs(struct statvfs* out) {
   out->f_frsize = kFrag;
   out->f_blocks = total / kFrag;
   out->f_bfree = std::min<uint64_t>(out->f_blocks, avail / kFrag);
-  out->f_bavail = out->f_bfree;
+  // What a write may take: less the reserve kept for metadata and GC (as
+  // ext4 keeps blocks for root), so that df promises no more than fits.
+  uint64_t writable = 0;
+  SEPFS_RETURN_IF_ERROR(AvailableBytes(&writable));
+  out->f_bavail = std::min<uint64_t>(out->f_bfree, writable / kFrag);
   out->f_files = UINT32_MAX;
   out->f_ffree = UINT32_MAX - std::min<uint64_t>(UINT32_MAX, alloc_->TEST_next());
   out->f_favail = out->f_ffree;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -167,7 +168,38 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   // damage, so their stores never get one.
   vo.version2_headers = s->super_.version >= kv::kMetaFormatRecycledSegments;
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
+  if (!vo.version2_headers && !options.read_only && s->HoldsRecycledSegments()) {
+    // Written by the binaries of 2026-11-24, which recycled files in stores
+    // of format 3: such a store is of format 4 already, so say so (and let
+    // repair keep the segments' ends).
+    SEPFS_RETURN_IF_ERROR(s->RaiseFormat(kv::kMetaFormatRecycledSegments));
+    s->vlog_.reset();
+    vo.version2_headers = true;
+    SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
+  }
   *out = std::move(s);
+  return Status::OK();
+}
+
+bool Store::HoldsRecycledSegments() const {
+  for (const auto& seg : vlog_->Segments()) {
+    if (seg.recycled) return true;
+  }
+  return false;
+}
+
+Status Store::RaiseFormat(uint32_t version) {
+  kv::Superblock sb = super_;
+  const uint32_t from = sb.version;
+  sb.version = version;
+  kv::Batch b;
+  b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true).WithContext(dir_ + ": raising the format"));
+  super_ = sb;
+  std::fprintf(stderr,
+               "sepfs: %s: store format raised from %u to %u: it holds recycled vLog segment "
+               "files, which sepfs binaries of format %u would take for damaged ones\n",
+               dir_.c_str(), from, version, from);
   return Status::OK();
 }
 

@@ -67,6 +67,10 @@ class Store {
 
  private:
   Store() = default;
+  // Some segment file has a recycled (version 2) header.
+  bool HoldsRecycledSegments() const;
+  // Writes the superblock with format `version`, durably, and logs it.
+  Status RaiseFormat(uint32_t version);
   std::string dir_;
   Env* env_ = nullptr;
   kv::Superblock super_;

@@ -67,7 +67,9 @@ constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
 // vlog/format.h), which binaries of version 3 would take for damage and
 // repair away. Older stores are still mounted: version 1 keeps to the hot
 // and cold streams, versions 1 and 2 never inline data, versions 1 to 3
-// never recycle a segment file.
+// never recycle a segment file (a store of an older format that holds a
+// recycled segment, from the binaries of 2026-11-24, is raised to 4 when
+// opened for writing: fs::Store::Open).
 constexpr uint32_t kMetaFormatVersion = 4;
 constexpr uint32_t kMetaFormatLifetimeStreams = 2;
 constexpr uint32_t kMetaFormatInlineData = 3;

@@ -28,6 +28,9 @@ struct Segment {
   // From the header: nonzero if the file was recycled (format.h); records
   // with a lower seq are an earlier life's and end the segment.
   uint64_t base_seq = 0;
+  // Length of the recycled file when this segment took it (0: a new file),
+  // for the space accounting (ValueLog::ReusableBytes). Set at creation.
+  uint64_t taken_bytes = 0;
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};

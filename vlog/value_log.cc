@@ -124,6 +124,7 @@ class ValueLog::Impl {
   Stats stats() const;
   uint64_t TotalBytes() const;
   uint64_t FreeFileBytes() const;
+  uint64_t ReusableBytes() const;
   uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
@@ -182,8 +183,9 @@ class ValueLog::Impl {
   // Gives segment `id` of `stream` the file of a deleted segment, if one is
   // kept; false (and a log line on an error) if none could be used.
   // raw receives the header written.
+  // *taken_bytes: the file's length.
   bool Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* file, uint64_t* base_seq,
-               uint64_t* create_time, char* raw);
+               uint64_t* taken_bytes, uint64_t* create_time, char* raw);
   Status FlushLocked(StreamState& s);
   // Flushes s's open segment and closes it (s.mu held). A recycled file is
   // cut where this life's records end and synced, so that every sealed
@@ -425,7 +427,8 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   StreamState& s = streams_[static_cast<int>(stream)];
   char raw[kSegmentHeaderSize];
-  const bool recycled = Recycle(id, stream, &seg->file, &seg->base_seq, &seg->create_time, raw);
+  const bool recycled =
+      Recycle(id, stream, &seg->file, &seg->base_seq, &seg->taken_bytes, &seg->create_time, raw);
   if (!recycled) {
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
     dir_dirty_ = true;
@@ -458,12 +461,14 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
 }
 
 bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* file,
-                             uint64_t* base_seq, uint64_t* create_time, char* raw) {
+                             uint64_t* base_seq, uint64_t* taken_bytes, uint64_t* create_time,
+                             char* raw) {
   uint32_t free_id;
   {
     std::unique_lock lk(segs_mu_);
     if (free_files_.empty()) return false;
     free_id = free_files_.back().id;
+    *taken_bytes = free_files_.back().bytes;
     free_files_.pop_back();
   }
   const std::string from = FreePathOf(free_id);
@@ -496,6 +501,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
   }
   file->reset();
   *base_seq = 0;
+  *taken_bytes = 0;
   Log(SegName(id) + ": could not recycle " + FreeFileName(free_id) + ", creating a new file: " +
       st.ToString());
   Status rm = env_->RemoveFile(renamed ? to : from);
@@ -1011,6 +1017,20 @@ uint64_t ValueLog::Impl::FreeFileBytes() const {
   return total;
 }
 
+uint64_t ValueLog::Impl::ReusableBytes() const {
+  std::shared_lock lk(segs_mu_);
+  uint64_t total = 0;
+  for (const FreeFile& f : free_files_) total += f.bytes;
+  // Without the stream locks, which a flush may hold for a while: a sealed
+  // segment was cut to its records before it was marked closed.
+  for (const auto& [id, seg] : segs_) {
+    if (seg->taken_bytes == 0 || !seg->open.load()) continue;
+    const uint64_t size = seg->size.load();
+    if (seg->taken_bytes > size) total += seg->taken_bytes - size;
+  }
+  return total;
+}
+
 uint64_t ValueLog::Impl::TotalBytes() const {
   uint64_t total = 0;
   for (const auto& seg : Snapshot()) total += seg->size.load();
@@ -1273,7 +1293,7 @@ uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
-uint64_t ValueLog::FreeFileBytes() const { return impl_->FreeFileBytes(); }
+uint64_t ValueLog::ReusableBytes() const { return impl_->ReusableBytes(); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);

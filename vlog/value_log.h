@@ -123,7 +123,7 @@ struct Stats {
   uint64_t unfinished_kept = 0;     // ... left in place and skipped by a read-only Open
   uint64_t segments_recycled = 0;   // new segments that reused a deleted one's file
   uint64_t free_files = 0;          // deleted segments' files kept for that now
-  uint64_t free_file_bytes = 0;     // ... and their bytes (FreeFileBytes)
+  uint64_t free_file_bytes = 0;     // ... and their bytes
 };
 
 struct StreamHead {
@@ -255,10 +255,12 @@ class ValueLog {
   Stats stats() const;
   // Total bytes of all segment files (buffers included).
   uint64_t TotalBytes() const;
-  // Bytes of the files kept for recycling (Options::recycle_segments), not
-  // counted by TotalBytes: space the next segments take first, so free
-  // space to whoever accounts for the store's.
-  uint64_t FreeFileBytes() const;
+  // Disk space the vLog holds for data not yet written, which TotalBytes
+  // does not count: the files kept for recycling (Options::recycle_segments)
+  // and the rest of the recycled files that open segments took. New records
+  // go there before the store grows, so to whoever accounts for the store's
+  // space it is free.
+  uint64_t ReusableBytes() const;
   // Sum of the segments' live bytes.
   uint64_t LiveBytes() const;
 
@@ -320,8 +322,11 @@ class ValueLog {
   // have been recycled, with an earlier life's records after this one's:
   // with Options::version2_headers the header's base_seq is the seq of the
   // first record (a segment's seqs rise from its first record on, and an
-  // earlier life's are all lower), so scans still end where this life does;
-  // if the first record does not verify, the header is version 1. Offline
+  // earlier life's are all lower), so scans still end where this life does
+  // (unless the first record itself is the earlier life's, when this life's
+  // first block never reached the disk: never too high a base, which would
+  // hide live records; docs/vlog-format.md); if the first record does not
+  // verify, the header is version 1. Offline
   // repair only: live counts or deletes racing with it may be lost. OK if
   // the header is fine.
   // Errors: NotFound, EBUSY for an open segment, I/O errors.

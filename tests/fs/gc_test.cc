@@ -113,6 +113,28 @@ TEST_F(GcTest, VersionThreeStoreRemovesCollectedFiles) {
   ExpectFsckClean();
 }
 
+// A store of format 3 that holds recycled segments (binaries of 2026-11-24
+// recycled in such stores) is raised to format 4 at its next mount, durably.
+TEST_F(GcTest, VersionThreeStoreHoldingRecycledSegmentsIsRaisedToFour) {
+  size_t free_files = 0;
+  const std::string b1 = Payload(2, 9 << 20);
+  CollectThenWriteAgain(b1, &free_files);
+  ASSERT_GT(fs_->store()->vlog()->stats().segments_recycled, 0u);
+  ASSERT_NO_FATAL_FAILURE(ReopenAsFormat(3));
+  EXPECT_EQ(fs_->store()->super().version, kv::kMetaFormatRecycledSegments);
+  CloseFs();
+  kv::Superblock sb;
+  {
+    std::unique_ptr<kv::MetaStore> meta;
+    ASSERT_OK(kv::MetaStore::Open(MetaDir(store_dir_), {}, &meta));
+    ASSERT_OK(meta->GetSuperblock(&sb));
+  }
+  EXPECT_EQ(sb.version, kv::kMetaFormatRecycledSegments);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(ReadAll(InoOf(kRoot, "b")), b1);
+  ExpectFsckClean();
+}
+
 // A flush appends its records (possibly sealing the segment they land in)
 // before it installs their pointers, holding its inode's pointer lock
 // throughout. Liveness asked in between must wait for the install: answered

@@ -555,7 +555,7 @@ TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
   MakeFreeFile();
   const uint32_t old_id = old_[0].ptr.segment;
   const uint64_t old_size = std::filesystem::file_size(dir_ + "/" + FreeFileName(old_id));
-  EXPECT_EQ(vlog_->FreeFileBytes(), old_size);
+  EXPECT_EQ(vlog_->ReusableBytes(), old_size);
   EXPECT_EQ(vlog_->stats().free_file_bytes, old_size);
   std::vector<Written> now;
   for (uint64_t b = 0; b < 2; ++b) now.push_back(Put(Stream::kHot, 2, b, 3000));
@@ -563,7 +563,9 @@ TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
   EXPECT_GT(id, old_id);
   EXPECT_EQ(vlog_->stats().segments_recycled, 1u);
   EXPECT_EQ(vlog_->stats().free_files, 0u);
-  EXPECT_EQ(vlog_->FreeFileBytes(), 0u);
+  EXPECT_EQ(vlog_->stats().free_file_bytes, 0u);
+  // What this life has not written of the file yet is still room.
+  EXPECT_EQ(vlog_->ReusableBytes(), old_size - (now[1].ptr.offset + now[1].ptr.record_size()));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_id)));
   ASSERT_TRUE(vlog_->Flush().ok());
   // The file kept its earlier size: the earlier life's records follow.
@@ -722,9 +724,11 @@ TEST_F(RecycleTest, DamageBeforeRecordsOfThisLifeIsNotCutUnlessSinceACheckpoint)
 TEST_F(RecycleTest, SealCutsTheFileToThisLife) {
   MakeFreeFile();
   const Written w = Put(Stream::kHot, 2, 0, 3000);
+  EXPECT_GT(vlog_->ReusableBytes(), 0u);
   ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
   EXPECT_EQ(std::filesystem::file_size(dir_ + "/" + SegmentFileName(w.ptr.segment)),
             w.ptr.offset + w.ptr.record_size());
+  EXPECT_EQ(vlog_->ReusableBytes(), 0u);  // the rest went back to the disk
   EXPECT_EQ(ScanSeqs(w.ptr.segment), std::vector<uint64_t>{w.ptr.seq});
 }
 
@@ -744,7 +748,7 @@ TEST_F(RecycleTest, KeepsAtMostTheConfiguredNumberOfFreeFilesAndNoneAcrossOpens)
   // An open removes free files: the seqs of their records are unknown.
   Reopen();
   EXPECT_EQ(vlog_->stats().free_files, 0u);
-  EXPECT_EQ(vlog_->FreeFileBytes(), 0u);
+  EXPECT_EQ(vlog_->ReusableBytes(), 0u);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(hot.ptr.segment)));
   EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
   const Written w = Put(Stream::kHot, 3, 0, 100);
