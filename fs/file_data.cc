@@ -28,9 +28,19 @@ Status Filesystem::AvailableBytes(uint64_t* out) {
   // A reserve of the disk's free space keeps room for metadata, compaction
   // and GC relocation, so the collector can always make progress on a full
   // store. The files of collected segments kept for recycling are room too:
-  // the next segments take them before the store grows.
+  // the next segments take them before the store grows. So is the unwritten
+  // rest of the recycled files that the segments of the streams user data
+  // goes to have taken, but only for data of those streams: it counts
+  // instead of the disk's free space when it is larger, so writes that go
+  // to other streams can take no more of the reserve than it, and only on a
+  // nearly full disk.
   const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
-  *out = (avail > reserve ? avail - reserve : 0) + vlog_->ReusableBytes();
+  const uint64_t disk = avail > reserve ? avail - reserve : 0;
+  const uint64_t free_files = vlog_->ReusableBytes(vlog::kNoStreams);
+  const uint64_t with_tails =
+      vlog_->ReusableBytes(vlog::MaskOf(vlog::Stream::kHot) | vlog::MaskOf(vlog::Stream::kWarm));
+  const uint64_t tails = with_tails > free_files ? with_tails - free_files : 0;
+  *out = free_files + std::max(disk, tails);
   const uint64_t cap = store_->super().capacity;
   if (cap) {
     const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();

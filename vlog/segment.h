@@ -29,8 +29,16 @@ struct Segment {
   // with a lower seq are an earlier life's and end the segment.
   uint64_t base_seq = 0;
   // Length of the recycled file when this segment took it (0: a new file),
-  // for the space accounting (ValueLog::ReusableBytes). Set at creation.
-  uint64_t taken_bytes = 0;
+  // for the space accounting (ValueLog::ReusableBytes); lowered before any
+  // cut of the file.
+  std::atomic<uint64_t> taken_bytes{0};
+
+  // The file is about to be cut to `len` bytes.
+  void NoteCut(uint64_t len) {
+    uint64_t cur = taken_bytes.load(std::memory_order_relaxed);
+    while (cur > len && !taken_bytes.compare_exchange_weak(cur, len, std::memory_order_relaxed)) {
+    }
+  }
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};

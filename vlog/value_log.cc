@@ -124,7 +124,7 @@ class ValueLog::Impl {
   Stats stats() const;
   uint64_t TotalBytes() const;
   uint64_t FreeFileBytes() const;
-  uint64_t ReusableBytes() const;
+  uint64_t ReusableBytes(StreamMask tails) const;
   uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
@@ -427,8 +427,10 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   const std::string path = PathOf(id);
   StreamState& s = streams_[static_cast<int>(stream)];
   char raw[kSegmentHeaderSize];
+  uint64_t taken = 0;
   const bool recycled =
-      Recycle(id, stream, &seg->file, &seg->base_seq, &seg->taken_bytes, &seg->create_time, raw);
+      Recycle(id, stream, &seg->file, &seg->base_seq, &taken, &seg->create_time, raw);
+  seg->taken_bytes.store(taken);
   if (!recycled) {
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
     dir_dirty_ = true;
@@ -565,6 +567,7 @@ Status ValueLog::Impl::FlushLocked(StreamState& s) {
     s.discarded = 0;  // counted in pending below
     // Drop the unwritten records: nothing durable points at them yet (callers
     // flush before writing metadata), and the segment must stay appendable.
+    seg.NoteCut(off);
     Status tr = seg.file->Truncate(off);
     if (!tr.ok()) Log("truncate after a failed flush: " + tr.ToString());
     seg.size.store(off, std::memory_order_release);
@@ -1017,16 +1020,17 @@ uint64_t ValueLog::Impl::FreeFileBytes() const {
   return total;
 }
 
-uint64_t ValueLog::Impl::ReusableBytes() const {
+uint64_t ValueLog::Impl::ReusableBytes(StreamMask tails) const {
   std::shared_lock lk(segs_mu_);
   uint64_t total = 0;
   for (const FreeFile& f : free_files_) total += f.bytes;
-  // Without the stream locks, which a flush may hold for a while: a sealed
-  // segment was cut to its records before it was marked closed.
+  // Without the stream locks, which a flush may hold for a while: a segment
+  // lowers taken_bytes before its file is cut.
   for (const auto& [id, seg] : segs_) {
-    if (seg->taken_bytes == 0 || !seg->open.load()) continue;
+    const uint64_t taken = seg->taken_bytes.load();
+    if (taken == 0 || !seg->open.load() || (tails & MaskOf(seg->stream)) == 0) continue;
     const uint64_t size = seg->size.load();
-    if (seg->taken_bytes > size) total += seg->taken_bytes - size;
+    if (taken > size) total += taken - size;
   }
   return total;
 }
@@ -1229,6 +1233,7 @@ Status ValueLog::Impl::SealLocked(StreamState& s) {
   Segment& seg = *s.seg;
   if (seg.recycled()) {
     const uint64_t end = seg.flushed.load();
+    seg.NoteCut(end);
     Status st = seg.file->Truncate(end);
     if (!st.ok()) return st.WithContext("sealing " + SegName(seg.id));
     // Through a descriptor of its own: the kernel reports a write-back
@@ -1293,7 +1298,7 @@ uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
-uint64_t ValueLog::ReusableBytes() const { return impl_->ReusableBytes(); }
+uint64_t ValueLog::ReusableBytes(StreamMask tails) const { return impl_->ReusableBytes(tails); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);

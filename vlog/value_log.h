@@ -256,11 +256,12 @@ class ValueLog {
   // Total bytes of all segment files (buffers included).
   uint64_t TotalBytes() const;
   // Disk space the vLog holds for data not yet written, which TotalBytes
-  // does not count: the files kept for recycling (Options::recycle_segments)
-  // and the rest of the recycled files that open segments took. New records
-  // go there before the store grows, so to whoever accounts for the store's
-  // space it is free.
-  uint64_t ReusableBytes() const;
+  // does not count: the files kept for recycling (Options::recycle_segments),
+  // which any stream's next segment takes, and the unwritten rest of the
+  // recycled files that the open segments of `tails` took, which only
+  // records of that stream fill. New records go there before the store
+  // grows, so to whoever accounts for the store's space it is free.
+  uint64_t ReusableBytes(StreamMask tails = kAllStreams) const;
   // Sum of the segments' live bytes.
   uint64_t LiveBytes() const;
 

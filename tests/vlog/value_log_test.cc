@@ -564,8 +564,12 @@ TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
   EXPECT_EQ(vlog_->stats().segments_recycled, 1u);
   EXPECT_EQ(vlog_->stats().free_files, 0u);
   EXPECT_EQ(vlog_->stats().free_file_bytes, 0u);
-  // What this life has not written of the file yet is still room.
-  EXPECT_EQ(vlog_->ReusableBytes(), old_size - (now[1].ptr.offset + now[1].ptr.record_size()));
+  // What this life has not written of the file yet is still room, for
+  // records of its stream.
+  const uint64_t tail = old_size - (now[1].ptr.offset + now[1].ptr.record_size());
+  EXPECT_EQ(vlog_->ReusableBytes(), tail);
+  EXPECT_EQ(vlog_->ReusableBytes(MaskOf(Stream::kHot)), tail);
+  EXPECT_EQ(vlog_->ReusableBytes(MaskOf(Stream::kCold)), 0u);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_id)));
   ASSERT_TRUE(vlog_->Flush().ok());
   // The file kept its earlier size: the earlier life's records follow.
