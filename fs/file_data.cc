@@ -25,6 +25,11 @@ namespace sepfs::fs {
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  *out = WritableBytes(avail, total);
+  return Status::OK();
+}
+
+uint64_t Filesystem::WritableBytes(uint64_t disk_free, uint64_t disk_total) {
   // A reserve of the disk's free space keeps room for metadata, compaction
   // and GC relocation, so the collector can always make progress on a full
   // store. The files of collected segments kept for recycling are room too:
@@ -34,19 +39,18 @@ Status Filesystem::AvailableBytes(uint64_t* out) {
   // instead of the disk's free space when it is larger, so writes that go
   // to other streams can take no more of the reserve than it, and only on a
   // nearly full disk.
-  const uint64_t reserve = std::min<uint64_t>(64ull << 20, total / 16);
-  const uint64_t disk = avail > reserve ? avail - reserve : 0;
-  const uint64_t free_files = vlog_->ReusableBytes(vlog::kNoStreams);
-  const uint64_t with_tails =
-      vlog_->ReusableBytes(vlog::MaskOf(vlog::Stream::kHot) | vlog::MaskOf(vlog::Stream::kWarm));
-  const uint64_t tails = with_tails > free_files ? with_tails - free_files : 0;
-  *out = free_files + std::max(disk, tails);
+  const uint64_t reserve = std::min<uint64_t>(64ull << 20, disk_total / 16);
+  const uint64_t disk = disk_free > reserve ? disk_free - reserve : 0;
+  // The kept files plus the larger of the disk's room and those tails.
+  uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams),
+                          vlog_->ReusableBytes(vlog::MaskOf(vlog::Stream::kHot) |
+                                               vlog::MaskOf(vlog::Stream::kWarm)));
   const uint64_t cap = store_->super().capacity;
   if (cap) {
     const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
-    *out = std::min(*out, used < cap ? cap - used : 0);
+    out = std::min(out, used < cap ? cap - used : 0);
   }
-  return Status::OK();
+  return out;
 }
 
 bool Filesystem::SpaceLow() {

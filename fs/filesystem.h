@@ -323,6 +323,8 @@ class Filesystem {
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times);
   Status HaveSpace(uint64_t bytes);
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
+  // The same, given the disk's free and total bytes.
+  uint64_t WritableBytes(uint64_t disk_free, uint64_t disk_total);
   bool SpaceLow();
   Status StartGc();
   // The stream for a user write of one of in's blocks; prev_seq: seq of the

@@ -13,6 +13,9 @@ namespace sepfs::fs {
 Status Filesystem::StatFs(struct statvfs* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  // What a write may take: less the reserve kept for metadata and GC (as
+  // ext4 keeps blocks for root), so that df promises no more than fits.
+  const uint64_t writable = WritableBytes(avail, total);
   // Files of collected segments kept for new ones hold space that new data
   // gets first: free to the user, as after an unlink on any file system.
   avail += vlog_->ReusableBytes();
@@ -30,10 +33,6 @@ Status Filesystem::StatFs(struct statvfs* out) {
   out->f_frsize = kFrag;
   out->f_blocks = total / kFrag;
   out->f_bfree = std::min<uint64_t>(out->f_blocks, avail / kFrag);
-  // What a write may take: less the reserve kept for metadata and GC (as
-  // ext4 keeps blocks for root), so that df promises no more than fits.
-  uint64_t writable = 0;
-  SEPFS_RETURN_IF_ERROR(AvailableBytes(&writable));
   out->f_bavail = std::min<uint64_t>(out->f_bfree, writable / kFrag);
   out->f_files = UINT32_MAX;
   out->f_ffree = UINT32_MAX - std::min<uint64_t>(UINT32_MAX, alloc_->TEST_next());

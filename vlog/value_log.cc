@@ -75,7 +75,6 @@ void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t base_
   *create_time = h.create_time;
 }
 
-// Writes a segment header for segment `id` (created now) at offset 0 of file.
 // options, with no file recycled where the format forbids it.
 Options Normalized(Options o) {
   if (!o.version2_headers) o.recycle_segments = 0;
@@ -123,7 +122,6 @@ class ValueLog::Impl {
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
-  uint64_t FreeFileBytes() const;
   uint64_t ReusableBytes(StreamMask tails) const;
   uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
@@ -181,9 +179,8 @@ class ValueLog::Impl {
   Status CutTornTail(Segment& seg, uint64_t offset);
   Status CreateSegment(Stream stream, std::shared_ptr<Segment>* out);
   // Gives segment `id` of `stream` the file of a deleted segment, if one is
-  // kept; false (and a log line on an error) if none could be used.
-  // raw receives the header written.
-  // *taken_bytes: the file's length.
+  // kept; false (and a log line on an error) if none could be used. raw
+  // receives the header written, *taken_bytes the file's length.
   bool Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* file, uint64_t* base_seq,
                uint64_t* taken_bytes, uint64_t* create_time, char* raw);
   Status FlushLocked(StreamState& s);
@@ -194,6 +191,8 @@ class ValueLog::Impl {
   Status SealLocked(StreamState& s);
   // Removes every free file (a full disk needs their space).
   void DropFreeFiles();
+  // Bytes of the free files (segs_mu_ held).
+  uint64_t FreeFileBytesLocked() const;
   // Segment and bounds checks of a pointer that a read is about to follow.
   Status Locate(const BlockPtr& ptr, std::shared_ptr<Segment>* seg) const;
   Status ReadFile(Segment& seg, uint64_t off, uint64_t n, char* dst);
@@ -1007,14 +1006,13 @@ Stats ValueLog::Impl::stats() const {
   s.unfinished_removed = unfinished_removed_.load();
   s.unfinished_kept = unfinished_kept_.load();
   s.segments_recycled = segments_recycled_.load();
-  s.free_file_bytes = FreeFileBytes();
   std::shared_lock lk(segs_mu_);
   s.free_files = free_files_.size();
+  s.free_file_bytes = FreeFileBytesLocked();
   return s;
 }
 
-uint64_t ValueLog::Impl::FreeFileBytes() const {
-  std::shared_lock lk(segs_mu_);
+uint64_t ValueLog::Impl::FreeFileBytesLocked() const {
   uint64_t total = 0;
   for (const FreeFile& f : free_files_) total += f.bytes;
   return total;
@@ -1022,8 +1020,7 @@ uint64_t ValueLog::Impl::FreeFileBytes() const {
 
 uint64_t ValueLog::Impl::ReusableBytes(StreamMask tails) const {
   std::shared_lock lk(segs_mu_);
-  uint64_t total = 0;
-  for (const FreeFile& f : free_files_) total += f.bytes;
+  uint64_t total = FreeFileBytesLocked();
   // Without the stream locks, which a flush may hold for a while: a segment
   // lowers taken_bytes before its file is cut.
   for (const auto& [id, seg] : segs_) {
