@@ -63,8 +63,12 @@ void DirLearner::Record(uint64_t dir, uint64_t hits, uint64_t wasted) {
   std::lock_guard<std::mutex> l(mu_);
   if (dirs_.size() >= opt_.max_dirs && !dirs_.count(dir)) dirs_.clear();
   for (Score* s : {&dirs_[dir], &global_}) {
-    s->hits = s->hits / 2 + static_cast<double>(hits);
-    s->wasted = s->wasted / 2 + static_cast<double>(wasted);
+    s->hits += static_cast<double>(hits);
+    s->wasted += static_cast<double>(wasted);
+    while (s->hits + s->wasted > opt_.memory) {
+      s->hits /= 2;
+      s->wasted /= 2;
+    }
   }
 }
 

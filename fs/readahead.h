@@ -94,8 +94,11 @@ struct FileHandle {
 
 // Recent outcome of readdir-triggered prefetch, per directory: hits (files
 // whose first blocks were prefetched and then read) and waste (prefetched,
-// never read). Counts decay by half per recorded listing, so the ratio
-// follows recent behaviour. A directory with at least min_samples and a hit
+// never read). Both counts are halved whenever together they pass memory
+// files, so the ratio follows the last hundred or so files whatever the
+// size of the listings (halving per listing kept listings of a few files
+// below min_samples for ever: dbench's were prefetched on every listing,
+// 0.3% of them read). A directory with at least min_samples and a hit
 // ratio below min_hit_ratio is not prefetched, except for one probe listing
 // in every probe_every. A directory without history is judged the same way
 // by the score of all recent listings (ls -lR, find: only the first two
@@ -104,6 +107,7 @@ class DirLearner {
  public:
   struct Options {
     double min_samples = 48;  // two unread 32-file listings
+    double memory = 128;      // at least 2 x min_samples
     double min_hit_ratio = 0.25;
     unsigned probe_every = 8;
     size_t max_dirs = 4096;  // forgets everything beyond this

@@ -159,6 +159,21 @@ TEST(DirLearnerTest, StopsOnLowHitRatioAndProbes) {
   EXPECT_FALSE(m.ShouldPrefetch(3));
 }
 
+TEST(DirLearnerTest, ListingsOfAFewFilesAddUp) {
+  // dbench lists directories of two or three files thousands of times and
+  // reads almost none of them: their waste must reach min_samples.
+  DirLearner l;
+  for (int i = 0; i < 16; i++) l.Record(7, 0, 3);
+  EXPECT_EQ(l.HitRatio(7), 0.0);
+  int allowed = 0;
+  for (int i = 0; i < 16; i++) allowed += l.ShouldPrefetch(7);
+  EXPECT_EQ(allowed, 2);  // probes only
+  // The same files read back: prefetched again.
+  for (int i = 0; i < 32; i++) l.Record(7, 3, 0);
+  EXPECT_GT(l.HitRatio(7), 0.5);
+  EXPECT_TRUE(l.ShouldPrefetch(7));
+}
+
 bool Cancels(const DirPrefetch& p, uint64_t tag) {
   return std::find(p.cancel.begin(), p.cancel.end(), tag) != p.cancel.end();
 }
