@@ -213,14 +213,36 @@ Status Filesystem::ReclaimInode(uint64_t ino) {
   std::lock_guard<std::mutex> pl(ptr_locks_.For(ino));
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
-  Status decode_error;
-  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
-      kv::BlockPrefix(ino), [&](std::string_view key, std::string_view value) {
-        vlog::BlockPtr p;
-        if (kv::DecodeBlockValue(value, &p).ok()) released.push_back(p);
-        b.Delete(key);
-        return true;
-      }));
+  // A file's pointers hold exactly the sectors its stored record counts
+  // (every batch changes both; fsck checks it) and lie below its size, so
+  // the scan stops at the last of them: one more step would walk the
+  // deletion markers of every file reclaimed before this one, up to the
+  // next live key. Deleting 10 000 files of 4 KiB in reverse order ran at
+  // 1 181 unlinks/s that way, and each rmdir after emptying 50 directories
+  // took 60-115 ms. Without a readable record every pointer under the
+  // prefix goes, and a file whose last block is a hole is scanned to the end.
+  uint64_t want = UINT64_MAX, last = UINT64_MAX, seen = 0;
+  {
+    std::string raw;
+    kv::InodeRecord r;
+    if (meta_->Get(kv::InodeKey(ino), &raw).ok() && kv::DecodeInode(raw, &r).ok()) {
+      want = r.blocks;
+      last = r.size == 0 ? 0 : (r.size - 1) / block_size_;
+    }
+  }
+  if (want > 0) {
+    SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
+        kv::BlockPrefix(ino), [&](std::string_view key, std::string_view value) {
+          kv::BlockValue v;
+          if (kv::DecodeBlock(value, &v).ok()) {
+            if (!v.inlined) released.push_back(v.ptr);
+            seen += SectorsOf(v.length());
+          }
+          b.Delete(key);
+          uint64_t i, block;
+          return seen < want || !kv::ParseBlockKey(key, &i, &block) || block < last;
+        }));
+  }
   SEPFS_RETURN_IF_ERROR(
       meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
         b.Delete(key);
@@ -415,6 +437,12 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));
   EntriesChanged(parent.get());
   dentries_.Put(parent_ino, name, kv::DirEntry{child.ino, mode & S_IFMT});
+  if (IsDir(mode)) {
+    // A new directory is known to be empty: cached as such, what it holds
+    // and whether rmdir may remove it come from memory from the start.
+    static const std::vector<DirListEntry> kNone;
+    dentries_.Fill(child.ino, kNone.cbegin(), kNone.cend());
+  }
   parent->rec = p;
 
   auto in = std::make_shared<Inode>(child, ns_gen_.load());

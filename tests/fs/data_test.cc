@@ -540,6 +540,59 @@ TEST_F(SmallDataTest, BlocksGrowAndShrink) {
   ExpectFsckClean();
 }
 
+TEST_F(SmallDataTest, ReclaimedFilesLeaveNoPointer) {
+  // A reclaim stops scanning at the pointer that completes the file's
+  // allocation count; files of every shape (holes in the middle and at the
+  // end, inline tails, punched, truncated, empty, never flushed) must still
+  // lose every pointer, deleted in either order, and leave the store clean.
+  const uint64_t bs = 4096;
+  std::mt19937_64 rng(20261125);
+  auto rnd = [&](uint64_t n) { return rng() % n; };
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 60; i++) {
+    const uint64_t f = Create(kRoot, "f" + std::to_string(i));
+    files.push_back(f);
+    for (int op = 0, ops = static_cast<int>(rnd(6)); op < ops; op++) {
+      const uint64_t off = rnd(12 * bs), len = 1 + rnd(3 * bs);
+      switch (rnd(4)) {
+        case 0:
+        case 1:
+          ASSERT_OK(fs_->Write(f, off, Payload(rng(), len)));
+          break;
+        case 2:
+          SetSize(f, off);
+          break;
+        default:
+          ASSERT_OK(fs_->Fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len));
+      }
+      if (rnd(2) == 0) {
+        ASSERT_OK(fs_->Flush(f));
+      }
+    }
+    if (rnd(3) > 0) {
+      ASSERT_OK(fs_->Flush(f));
+    }
+  }
+  // Deleted in reverse, then forward, order: a reclaim meets the deletion
+  // markers of the files before or after it.
+  for (size_t i = files.size(); i-- > files.size() / 2;) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  for (size_t i = 0; i < files.size() / 2; i++) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  uint64_t pointers = 0;
+  ASSERT_OK(fs_->store()->meta()->ScanPrefix(std::string(1, kv::kTagBlock),
+                                             [&](std::string_view, std::string_view) {
+                                               pointers++;
+                                               return true;
+                                             }));
+  EXPECT_EQ(pointers, 0u);
+  ExpectFsckClean();
+}
+
 TEST_F(DataTest, LargeFileDefaultBlocks) {
   // Unaligned appends of about 2 MB: 31 blocks of 64 KiB, the last partial.
   const uint64_t f = Create(kRoot, "big");

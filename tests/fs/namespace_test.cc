@@ -244,6 +244,23 @@ TEST_F(NamespaceTest, UnlinkAndRmdir) {
   ExpectFsckClean();
 }
 
+TEST_F(NamespaceTest, NewDirectoriesAreKnownEmpty) {
+  // A directory made here is cached from the start: whether it is empty,
+  // and what it holds, come from memory, and stay right through changes.
+  const uint64_t d = Mkdir(kRoot, "d");
+  for (int i = 0; i < 50; i++) Create(d, "f" + std::to_string(i));
+  for (int i = 1; i < 50; i++) ASSERT_OK(fs_->Unlink(d, "f" + std::to_string(i)));
+  const uint64_t scans = fs_->store()->meta()->stats().scans;
+  EXPECT_ERRNO(fs_->Rmdir(kRoot, "d"), ENOTEMPTY);
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  EXPECT_EQ(Names(list), (std::vector<std::string>{".", "..", "f0"}));
+  ASSERT_OK(fs_->Unlink(d, "f0"));
+  ASSERT_OK(fs_->Rmdir(kRoot, "d"));
+  EXPECT_EQ(fs_->store()->meta()->stats().scans, scans);
+  ExpectFsckClean();
+}
+
 TEST_F(NamespaceTest, CreateInRemovedDirectory) {
   const uint64_t d = Mkdir(kRoot, "d");  // keeps its creation reference
   ASSERT_OK(fs_->Rmdir(kRoot, "d"));
