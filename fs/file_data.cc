@@ -218,7 +218,11 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     const uint64_t first = in->dirty.begin()->first, last = in->dirty.rbegin()->first;
     if (last - first + 1 <= 4 * in->dirty.size()) {
       SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, last + 1),
-                                        note_old));
+                                        [&](std::string_view key, std::string_view value) {
+                                          note_old(key, value);
+                                          uint64_t i, b;
+                                          return kv::ParseBlockKey(key, &i, &b) && b < last;
+                                        }));
     } else {
       for (const auto& [b, data] : in->dirty) {
         std::string raw;

@@ -81,11 +81,11 @@ void Filesystem::PrefetchFirstBlocks(const DirPrefetch& p) {
                             [&](std::string_view key, std::string_view value) {
                               uint64_t i, b;
                               vlog::BlockPtr ptr;
-                              if (kv::ParseBlockKey(key, &i, &b) &&
-                                  kv::DecodeBlockValue(value, &ptr).ok()) {
+                              if (!kv::ParseBlockKey(key, &i, &b)) return false;
+                              if (kv::DecodeBlockValue(value, &ptr).ok()) {
                                 reqs.push_back({ptr, ino, b, p.tag});
                               }
-                              return true;
+                              return b + 1 < per_file;
                             });
     if (!st.ok()) break;  // a hint only: the foreground read will report errors
   }
@@ -213,7 +213,7 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
                                         } else {
                                           ptrs[b] = v.ptr;
                                         }
-                                        return true;
+                                        return b + 1 < scan_end;  // see kv::MetaStore::Scan
                                       }));
     SEPFS_RETURN_IF_ERROR(decode);
     for (auto it = ptrs.lower_bound(std::max(ra.first, last + 1)); !ra.empty() && it != ptrs.end();

@@ -88,7 +88,11 @@ class MetaStore {
   void SetBeforeSync(std::function<Status()> fn);
 
   // Calls fn(key, value) for keys in [start, end) in order until fn returns
-  // false. One iterator, one range scan.
+  // false. One iterator, one range scan. LevelDB has no upper bound for an
+  // iterator: each step past a key walks every deletion marker up to the
+  // next live key, wherever that is (after a batch of deletes, thousands of
+  // markers of other files). A caller that knows which key is the last it
+  // wants returns false there, and the scan steps no further.
   Status Scan(std::string_view start, std::string_view end,
               const std::function<bool(std::string_view key, std::string_view value)>& fn);
   // Scan over all keys with this prefix.
