@@ -52,6 +52,7 @@ void DentryCache::Fill(uint64_t dir, std::vector<DirListEntry>::const_iterator b
                        std::vector<DirListEntry>::const_iterator end) {
   if (static_cast<size_t>(end - begin) > max_entries_) return;
   Dir fresh;
+  fresh.bytes = kDirBytes;
   for (auto i = begin; i != end; ++i) {
     fresh.entries.emplace_hint(fresh.entries.end(), i->name, kv::DirEntry{i->ino, i->type});
     fresh.bytes += EntryBytes(i->name);

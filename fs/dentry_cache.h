@@ -79,6 +79,10 @@ class DentryCache {
     std::list<uint64_t>::iterator lru;  // position in lru_
   };
   static size_t EntryBytes(std::string_view name);
+  // What a directory costs without entries (its hash node, LRU node and
+  // empty map, with malloc's overhead): empty directories count too, so
+  // a million of them (mkdir puts each in) cannot grow past the budget.
+  static constexpr size_t kDirBytes = 160;
   Dir* FindLocked(uint64_t dir);  // counts a hit or miss; refreshes its LRU place
   void EraseLocked(std::unordered_map<uint64_t, Dir>::iterator it);
   void TrimLocked();

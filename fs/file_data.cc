@@ -221,7 +221,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
                                         [&](std::string_view key, std::string_view value) {
                                           note_old(key, value);
                                           uint64_t i, b;
-                                          return kv::ParseBlockKey(key, &i, &b) && b < last;
+                                          return !kv::ParseBlockKey(key, &i, &b) || b < last;
                                         }));
     } else {
       for (const auto& [b, data] : in->dirty) {

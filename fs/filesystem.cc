@@ -90,7 +90,7 @@ Status Filesystem::Close() {
     table_.clear();
   }
   for (uint64_t ino : unlinked) {
-    Status st = ReclaimInode(ino);
+    Status st = ReclaimInode(ino, /*bounded=*/false);
     if (result.ok()) result = st;
   }
   if (result.ok()) result = WriteCheckpoint(/*clean=*/true);
@@ -202,14 +202,14 @@ void Filesystem::MaybeEvict(uint64_t ino) {
   in->dirty_bytes = 0;
   in->attr_dirty = false;
   in->dead = true;
-  Status st = ReclaimInode(ino);
+  Status st = ReclaimInode(ino, /*bounded=*/true);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs: reclaim of inode %llu failed (left as orphan): %s\n",
                  static_cast<unsigned long long>(ino), st.ToString().c_str());
   }
 }
 
-Status Filesystem::ReclaimInode(uint64_t ino) {
+Status Filesystem::ReclaimInode(uint64_t ino, bool bounded) {
   std::lock_guard<std::mutex> pl(ptr_locks_.For(ino));
   kv::Batch b;
   std::vector<vlog::BlockPtr> released;
@@ -219,10 +219,11 @@ Status Filesystem::ReclaimInode(uint64_t ino) {
   // deletion markers of every file reclaimed before this one, up to the
   // next live key. Deleting 10 000 files of 4 KiB in reverse order ran at
   // 1 181 unlinks/s that way, and each rmdir after emptying 50 directories
-  // took 60-115 ms. Without a readable record every pointer under the
-  // prefix goes, and a file whose last block is a hole is scanned to the end.
+  // took 60-115 ms. Unbounded, or without a readable record, every pointer
+  // under the prefix goes; a file whose last block is a hole is scanned to
+  // the end either way.
   uint64_t want = UINT64_MAX, last = UINT64_MAX, seen = 0;
-  {
+  if (bounded) {
     std::string raw;
     kv::InodeRecord r;
     if (meta_->Get(kv::InodeKey(ino), &raw).ok() && kv::DecodeInode(raw, &r).ok()) {
@@ -269,7 +270,7 @@ Status Filesystem::ReclaimOrphans() {
                                             }
                                             return true;
                                           }));
-  for (uint64_t ino : orphans) SEPFS_RETURN_IF_ERROR(ReclaimInode(ino));
+  for (uint64_t ino : orphans) SEPFS_RETURN_IF_ERROR(ReclaimInode(ino, /*bounded=*/false));
   if (!orphans.empty()) {
     std::fprintf(stderr, "sepfs: reclaimed %zu orphaned inodes\n", orphans.size());
   }

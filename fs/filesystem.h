@@ -267,7 +267,11 @@ class Filesystem {
   kv::InodeRecord AttrLocked(const Inode* in) const;
   // Drops the table entry when unreferenced; reclaims it when also unlinked.
   void MaybeEvict(uint64_t ino);
-  Status ReclaimInode(uint64_t ino);  // deletes inode, blocks, xattrs, symlink
+  // Deletes inode, blocks, xattrs, symlink. `bounded`: the block scan stops
+  // at the last pointer the stored record accounts for (see the .cc); the
+  // reclaims at mount and unmount scan the whole prefix, so pointers a
+  // damaged record does not account for go too.
+  Status ReclaimInode(uint64_t ino, bool bounded);
   Status ReclaimOrphans();
   // Segment live counts at mount: RestoreLiveCounts takes the ones persisted
   // at the last clean unmount (restored=false if there are none usable);

@@ -86,7 +86,7 @@ uint64_t DirStreams::EndLocked(uint64_t dir) {
   if (it == streams_.end()) return 0;
   Stream& s = it->second;
   const uint64_t tag = s.tag;
-  learner_.Record(dir, s.hits, s.issued - s.hits);
+  learner_.Record(dir, s.hits, s.issued > s.hits ? s.issued - s.hits : 0);
   for (uint64_t ino : s.files) {
     auto f = file_dir_.find(ino);
     if (f != file_dir_.end() && f->second.first == dir) file_dir_.erase(f);
@@ -102,6 +102,7 @@ DirPrefetch DirStreams::IssueLocked(Stream& s, size_t upto) {
   upto = std::min(upto, s.files.size());
   for (; s.next < upto; s.next++) {
     if (s.read[s.next]) continue;  // already read: nothing to gain
+    s.fetched[s.next] = true;
     p.inos.push_back(s.files[s.next]);
     s.issued++;
   }
@@ -124,6 +125,7 @@ DirPrefetch DirStreams::OnListing(uint64_t dir, const std::vector<uint64_t>& fil
   s.listed_at = listings_;
   s.files.assign(files.begin(), files.begin() + std::min(files.size(), opt_.max_files));
   s.read.assign(s.files.size(), false);
+  s.fetched.assign(s.files.size(), false);
   s.window = opt_.initial_files;
   for (size_t i = 0; i < s.files.size(); i++) file_dir_[s.files[i]] = {dir, i};
   order_.push_back(dir);
@@ -145,7 +147,9 @@ DirPrefetch DirStreams::OnRead(uint64_t ino) {
   if (idx >= s.files.size() || s.read[idx]) return {};
   s.read[idx] = true;
   s.reads++;
-  if (idx < s.next) s.hits++;
+  // A hit only if its blocks were fetched: files the window skipped over
+  // (read out of listing order) were never issued.
+  if (s.fetched[idx]) s.hits++;
   s.window = std::min(opt_.max_ahead, std::max<size_t>(s.window * 2, 1));
   if (s.next <= idx) s.next = idx + 1;  // skipped over: no use fetching behind
   return IssueLocked(s, idx + 1 + s.window);
@@ -157,6 +161,7 @@ void DirStreams::RetireUnreadLocked(std::vector<uint64_t>* tags) {
     learner_.Record(dir, 0, s.issued);
     s.issued = 0;
     s.next = 0;
+    s.fetched.assign(s.fetched.size(), false);  // cancelled
     s.window = opt_.initial_files;
     tags->push_back(s.tag);
   }

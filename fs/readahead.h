@@ -178,7 +178,8 @@ class DirStreams {
     uint64_t tag = 0;
     std::vector<uint64_t> files;
     std::vector<bool> read;
-    size_t next = 0;    // files[0, next) were issued
+    std::vector<bool> fetched;  // issued (and not cancelled since)
+    size_t next = 0;    // files[0, next) were issued or skipped
     size_t window = 0;  // files ahead of the last read
     uint64_t issued = 0, hits = 0, reads = 0;
     uint64_t listed_at = 0;  // listings_ when it was taken

@@ -593,6 +593,36 @@ TEST_F(SmallDataTest, ReclaimedFilesLeaveNoPointer) {
   ExpectFsckClean();
 }
 
+TEST_F(SmallDataTest, ReclaimAtUnmountTakesPointersTheRecordMissed) {
+  // A stored record that undercounts its file's pointers (an older record
+  // that leveldb::RepairDB brought back): the reclaims at unmount and mount
+  // scan the whole prefix, so no pointer outlives its inode there.
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(7, 3 * 4096)));
+  ASSERT_OK(fs_->Flush(f));
+  ASSERT_OK(fs_->OpenFile(f));
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  fs_->Forget(f, 1);  // still open: reclaimed at unmount
+  std::string raw;
+  ASSERT_OK(fs_->store()->meta()->Get(kv::InodeKey(f), &raw));
+  kv::InodeRecord r;
+  ASSERT_OK(kv::DecodeInode(raw, &r));
+  r.size = 4096;
+  r.blocks = 4096 / 512;
+  kv::Batch b;
+  b.PutInode(r);
+  ASSERT_OK(fs_->store()->meta()->Write(&b, /*sync=*/false));
+  Reopen();
+  uint64_t pointers = 0;
+  ASSERT_OK(fs_->store()->meta()->ScanPrefix(kv::BlockPrefix(f),
+                                             [&](std::string_view, std::string_view) {
+                                               pointers++;
+                                               return true;
+                                             }));
+  EXPECT_EQ(pointers, 0u);
+  ExpectFsckClean();
+}
+
 TEST_F(DataTest, LargeFileDefaultBlocks) {
   // Unaligned appends of about 2 MB: 31 blocks of 64 KiB, the last partial.
   const uint64_t f = Create(kRoot, "big");

@@ -121,5 +121,20 @@ TEST(DentryCache, LeastRecentlyUsedDirectoriesGoFirst) {
   EXPECT_GT(longer.stats().bytes, one + 10 * 200);
 }
 
+TEST(DentryCache, EmptyDirectoriesCountAgainstTheBudget) {
+  // Every mkdir puts its directory in, empty: a million of them must not
+  // grow the cache past its bytes.
+  DentryCache c(16 << 10, 100);
+  const std::vector<DirListEntry> none;
+  for (uint64_t d = 1; d <= 10000; d++) c.Fill(d, none.cbegin(), none.cend());
+  EXPECT_LE(c.stats().bytes, size_t{16} << 10);
+  EXPECT_GT(c.stats().dirs, 0u);
+  EXPECT_LT(c.stats().dirs, 200u);
+  bool empty = false;
+  EXPECT_TRUE(c.Empty(10000, &empty));  // the newest stays
+  EXPECT_TRUE(empty);
+  EXPECT_FALSE(c.Empty(1, &empty));
+}
+
 }  // namespace
 }  // namespace sepfs::fs

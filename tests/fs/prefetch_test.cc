@@ -216,6 +216,20 @@ TEST(DirStreamsTest, UnreadListingsAreCancelledAndLearned) {
   EXPECT_LT(s.learner().HitRatio(5), 0.25);
 }
 
+TEST(DirStreamsTest, FilesReadOutOfOrderAreNotHitsUnlessFetched) {
+  // The last file first, then the rest: the window jumps past files it
+  // never fetched. Only the fetched ones are hits, so hits never exceed
+  // what was issued (the waste once wrapped around to ~1.8e19).
+  DirStreams s;  // initial_files = 32
+  std::vector<uint64_t> files;
+  for (uint64_t i = 0; i < 100; i++) files.push_back(1000 + i);
+  ASSERT_EQ(s.OnListing(5, files).inos.size(), 32u);
+  (void)s.OnRead(1099);
+  for (uint64_t i = 1000; i < 1099; i++) (void)s.OnRead(i);
+  (void)s.OnListing(5, files);  // scores the first stream: 32 hits, no waste
+  EXPECT_GT(s.learner().HitRatio(5), 0.9);
+}
+
 TEST(DirStreamsTest, ListingsThatStartNoStreamCountToo) {
   DirStreams s;
   const uint64_t tag = s.OnListing(9, {1, 2, 3}).tag;
