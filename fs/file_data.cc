@@ -463,14 +463,20 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
         *rewrote_last = true;
       }
     }
-    Status decode;
-    SEPFS_RETURN_IF_ERROR(meta_->Scan(
-        kv::BlockKey(in->ino, keep), kv::PrefixEnd(kv::BlockPrefix(in->ino)),
-        [&](std::string_view key, std::string_view value) {
-          ForgetBlock(in, value, released);
-          b->Delete(key);
-          return true;
-        }));
+    // Pointers lie below the size (fsck checks it): the scan stops at the
+    // old last block instead of walking the deletion markers behind it, and
+    // does not start when no block was past the new end.
+    const uint64_t old_last = (in->rec.size - 1) / bs;
+    if (keep <= old_last) {
+      SEPFS_RETURN_IF_ERROR(meta_->Scan(
+          kv::BlockKey(in->ino, keep), kv::PrefixEnd(kv::BlockPrefix(in->ino)),
+          [&](std::string_view key, std::string_view value) {
+            ForgetBlock(in, value, released);
+            b->Delete(key);
+            uint64_t i, blk;
+            return !kv::ParseBlockKey(key, &i, &blk) || blk < old_last;
+          }));
+    }
   }
   in->rec.size = size;
   return Status::OK();
@@ -601,7 +607,10 @@ Status Filesystem::Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* resul
   auto skip_dirty = [&] {
     while (in->dirty.count(next)) next++;
   };
-  Status st = meta_->Scan(kv::BlockKey(ino, b0), kv::PrefixEnd(kv::BlockPrefix(ino)),
+  // Blocks at or past the size do not matter: the scan stops at the last one
+  // below it (see MetaStore::Scan).
+  const uint64_t end = (size + bs - 1) / bs;
+  Status st = meta_->Scan(kv::BlockKey(ino, b0), kv::BlockKey(ino, end),
                           [&](std::string_view key, std::string_view) {
                             uint64_t i, b;
                             if (!kv::ParseBlockKey(key, &i, &b)) return false;
@@ -612,7 +621,7 @@ Status Filesystem::Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* resul
                             skip_dirty();
                             if (b > next) return false;  // gap before b: a hole at next
                             next = b + 1;
-                            return true;
+                            return next < end;
                           });
   SEPFS_RETURN_IF_ERROR(st);
   if (whence == SEEK_DATA) {
