@@ -223,13 +223,10 @@ Status Filesystem::ReclaimInode(uint64_t ino, bool bounded) {
   // under the prefix goes; a file whose last block is a hole is scanned to
   // the end either way.
   uint64_t want = UINT64_MAX, last = UINT64_MAX, seen = 0;
-  if (bounded) {
-    std::string raw;
-    kv::InodeRecord r;
-    if (meta_->Get(kv::InodeKey(ino), &raw).ok() && kv::DecodeInode(raw, &r).ok()) {
-      want = r.blocks;
-      last = r.size == 0 ? 0 : (r.size - 1) / block_size_;
-    }
+  kv::InodeRecord r;
+  if (bounded && meta_->GetInode(ino, &r).ok()) {
+    want = r.blocks;
+    last = r.size == 0 ? 0 : (r.size - 1) / block_size_;
   }
   if (want > 0) {
     SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(

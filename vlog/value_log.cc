@@ -75,7 +75,7 @@ void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t base_
   *create_time = h.create_time;
 }
 
-// options, with no file recycled where the format forbids it.
+// The options, with no file recycled where the format forbids it.
 Options Normalized(Options o) {
   if (!o.version2_headers) o.recycle_segments = 0;
   return o;

@@ -583,13 +583,7 @@ TEST_F(SmallDataTest, ReclaimedFilesLeaveNoPointer) {
     ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
     fs_->Forget(files[i], 1);
   }
-  uint64_t pointers = 0;
-  ASSERT_OK(fs_->store()->meta()->ScanPrefix(std::string(1, kv::kTagBlock),
-                                             [&](std::string_view, std::string_view) {
-                                               pointers++;
-                                               return true;
-                                             }));
-  EXPECT_EQ(pointers, 0u);
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagBlock)), 0u);
   ExpectFsckClean();
 }
 
@@ -603,23 +597,15 @@ TEST_F(SmallDataTest, ReclaimAtUnmountTakesPointersTheRecordMissed) {
   ASSERT_OK(fs_->OpenFile(f));
   ASSERT_OK(fs_->Unlink(kRoot, "f"));
   fs_->Forget(f, 1);  // still open: reclaimed at unmount
-  std::string raw;
-  ASSERT_OK(fs_->store()->meta()->Get(kv::InodeKey(f), &raw));
   kv::InodeRecord r;
-  ASSERT_OK(kv::DecodeInode(raw, &r));
+  ASSERT_OK(fs_->store()->meta()->GetInode(f, &r));
   r.size = 4096;
   r.blocks = 4096 / 512;
   kv::Batch b;
   b.PutInode(r);
   ASSERT_OK(fs_->store()->meta()->Write(&b, /*sync=*/false));
   Reopen();
-  uint64_t pointers = 0;
-  ASSERT_OK(fs_->store()->meta()->ScanPrefix(kv::BlockPrefix(f),
-                                             [&](std::string_view, std::string_view) {
-                                               pointers++;
-                                               return true;
-                                             }));
-  EXPECT_EQ(pointers, 0u);
+  EXPECT_EQ(KeysWithPrefix(kv::BlockPrefix(f)), 0u);
   ExpectFsckClean();
 }
 

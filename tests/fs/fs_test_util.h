@@ -144,6 +144,16 @@ class FsTest : public ::testing::Test {
     ASSERT_OK(Fsck(store.get(), rep, nullptr));
   }
 
+  // Number of metadata keys that start with prefix.
+  uint64_t KeysWithPrefix(std::string_view prefix) {
+    uint64_t n = 0;
+    EXPECT_OK(fs_->store()->meta()->ScanPrefix(prefix, [&](std::string_view, std::string_view) {
+      n++;
+      return true;
+    }));
+    return n;
+  }
+
   // Closes the Filesystem, runs Fsck, expects a clean report with the
   // segment counters checked, and reopens.
   void ExpectFsckClean() {
