@@ -1,0 +1,90 @@
+// Filesystem free space: what the store may still take (the disk's free
+// space less a reserve, the files of collected segments kept for reuse, a
+// capacity limit), and the checks writes make before they add bytes.
+#include <algorithm>
+#include <chrono>
+
+#include "fs/clock.h"
+#include "fs/filesystem.h"
+
+namespace sepfs::fs {
+
+Status Filesystem::AvailableBytes(uint64_t* out) {
+  uint64_t avail = 0, total = 0;
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  *out = WritableBytes(avail, total);
+  return Status::OK();
+}
+
+uint64_t Filesystem::WritableBytes(uint64_t disk_free, uint64_t disk_total) {
+  // A reserve of the disk's free space keeps room for metadata, compaction
+  // and GC relocation, so the collector can always make progress on a full
+  // store. The files of collected segments kept for recycling are room too:
+  // the next segments take them before the store grows. So is the unwritten
+  // rest of the recycled files that the segments of the streams user data
+  // goes to have taken, but only for data of those streams: it counts
+  // instead of the disk's free space when it is larger, so writes that go
+  // to other streams can take no more of the reserve than it, and only on a
+  // nearly full disk.
+  const uint64_t reserve = std::min<uint64_t>(64ull << 20, disk_total / 16);
+  const uint64_t disk = disk_free > reserve ? disk_free - reserve : 0;
+  // The kept files plus the larger of the disk's room and those tails.
+  uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams),
+                          vlog_->ReusableBytes(vlog::MaskOf(vlog::Stream::kHot) |
+                                               vlog::MaskOf(vlog::Stream::kWarm)));
+  const uint64_t cap = store_->super().capacity;
+  if (cap) {
+    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+    out = std::min(out, used < cap ? cap - used : 0);
+  }
+  return out;
+}
+
+bool Filesystem::SpaceLow() {
+  uint64_t avail = 0;
+  if (!AvailableBytes(&avail).ok()) return false;
+  // Enough headroom that writers rarely wait for the collector: four
+  // segments, or 5% of a capacity-limited store.
+  const uint64_t low_water =
+      std::max(4 * store_->super().segment_size, store_->super().capacity / 20);
+  return avail < low_water;
+}
+
+Status Filesystem::HaveSpace(uint64_t bytes) {
+  last_write_us_ = MonotonicMicros();
+  const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (bool refresh = false;; refresh = true) {
+    uint64_t epoch;
+    {
+      std::lock_guard<std::mutex> l(space_wait_mu_);
+      epoch = space_epoch_;
+    }
+    {
+      std::lock_guard<std::mutex> l(space_mu_);
+      if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
+          space_avail_ < (256ull << 20)) {
+        SEPFS_RETURN_IF_ERROR(AvailableBytes(&space_avail_));
+        space_checked_at_ = written ? written : 1;
+      }
+      if (bytes <= space_avail_) {
+        space_avail_ -= bytes;
+        return Status::OK();
+      }
+    }
+    // Full. If sealed segments hold enough garbage, wait while the collector
+    // frees it (bounded); otherwise the store is really full.
+    uint64_t collectable = 0;
+    for (const auto& seg : vlog_->Segments()) {
+      if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
+    }
+    if (!gc_ || collectable < bytes || std::chrono::steady_clock::now() > deadline) {
+      return Status::NoSpace(store_->dir() + ": store is full");
+    }
+    gc_->Kick();
+    std::unique_lock<std::mutex> l(space_wait_mu_);
+    space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
+  }
+}
+
+}  // namespace sepfs::fs
