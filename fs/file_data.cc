@@ -441,11 +441,17 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
   const uint64_t end = std::min<uint64_t>(off + len, in->rec.size);
   if (off >= end) return Status::OK();
   std::lock_guard<std::mutex> pl(ptr_locks_.For(in->ino));
-  kv::Batch b;
-  std::vector<vlog::BlockPtr> released;
-  // Whole blocks inside [off, end) lose their pointers; the edges get zeros.
+  // Whole blocks inside [off, end) lose their pointers and dirty copies; the
+  // edges get zeros in their dirty copies. Everything that can fail comes
+  // first (the edges' loads, the scan, the batch), so a failure leaves the
+  // file as it was: no dirty data dropped, no record changed.
   const uint64_t first_full = (off + bs - 1) / bs;
   const uint64_t end_full = end == in->rec.size ? (end + bs - 1) / bs : end / bs;
+  struct Edge {
+    uint64_t block, from, n;  // zero [from, from + n) of the block
+  };
+  std::vector<Edge> edges;
+  std::map<uint64_t, std::string> loaded;  // edge blocks without a dirty copy yet
   for (uint64_t pos = off; pos < end;) {
     const uint64_t blk = pos / bs;
     if (blk >= first_full && blk < end_full) {
@@ -453,36 +459,44 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
       continue;
     }
     const uint64_t n = std::min<uint64_t>(end, (blk + 1) * bs) - pos;
-    auto it = in->dirty.find(blk);
-    if (it == in->dirty.end()) {
-      std::string buf;
-      SEPFS_RETURN_IF_ERROR(LoadBlock(in, blk, &buf));
-      it = in->dirty.emplace(blk, std::move(buf)).first;
-      in->dirty_bytes += it->second.size();
-      dirty_total_ += it->second.size();
-    }
-    const uint64_t boff = pos % bs;
-    if (it->second.size() > boff) {
-      std::memset(it->second.data() + boff, 0, std::min<uint64_t>(n, it->second.size() - boff));
-    }
+    edges.push_back({blk, pos % bs, n});
+    if (!in->dirty.count(blk)) SEPFS_RETURN_IF_ERROR(LoadBlock(in, blk, &loaded[blk]));
     pos += n;
   }
+  const kv::InodeRecord before = in->rec;
+  kv::Batch b;
+  std::vector<vlog::BlockPtr> released;
+  Status st;
   if (first_full < end_full) {
-    EraseDirtyLocked(in, first_full, end_full);
-    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(in->ino, first_full),
-                                      kv::BlockKey(in->ino, end_full),
-                                      [&](std::string_view key, std::string_view value) {
-                                        ForgetBlock(in, value, &released);
-                                        b.Delete(key);
-                                        return true;
-                                      }));
+    st = meta_->Scan(kv::BlockKey(in->ino, first_full), kv::BlockKey(in->ino, end_full),
+                     [&](std::string_view key, std::string_view value) {
+                       ForgetBlock(in, value, &released);
+                       b.Delete(key);
+                       return true;
+                     });
   }
-  if (!kernel_times) in->rec.mtime = in->rec.ctime = Now();
-  b.PutInode(in->rec);
-  const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
-  SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
-  journal_->Commit(e);
+  if (st.ok()) {
+    if (!kernel_times) in->rec.mtime = in->rec.ctime = Now();
+    b.PutInode(in->rec);
+    const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
+    st = meta_->Write(&b, false);
+    if (st.ok()) journal_->Commit(e);
+  }
+  if (!st.ok()) {
+    in->rec = before;
+    return st;
+  }
   for (const auto& p : released) vlog_->Release(p);
+  if (first_full < end_full) EraseDirtyLocked(in, first_full, end_full);
+  for (auto& [blk, buf] : loaded) {
+    in->dirty_bytes += buf.size();
+    dirty_total_ += buf.size();
+    in->dirty.emplace(blk, std::move(buf));
+  }
+  for (const Edge& x : edges) {
+    std::string& d = in->dirty[x.block];
+    if (d.size() > x.from) std::memset(d.data() + x.from, 0, std::min(x.n, d.size() - x.from));
+  }
   return Status::OK();
 }
 

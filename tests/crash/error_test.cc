@@ -3,6 +3,7 @@
 // half done, and the store stays consistent (fsck clean after reopen,
 // earlier fsync'd data intact).
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 
 #include <string>
@@ -303,6 +304,34 @@ TEST_F(ErrorTest, FailedTruncateKeepsUnflushedData) {
   EXPECT_OK(fs_->Release(f));
   CloseFsckReopen();
   EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), flushed.substr(0, 4096 + 2000));
+}
+
+// A hole punch whose batch fails changes nothing in memory either: the
+// dirty copy of a block it would have dropped, and the edges it would have
+// zeroed, still read back as written (before the fix, the dirty block was
+// dropped first, and the read showed the older flushed bytes).
+TEST_F(ErrorTest, FailedPunchKeepsUnflushedData) {
+  const uint64_t ino = CreateOpen(kRoot, "f");
+  std::string want = Payload(24, 4 * 4096);
+  ASSERT_OK(fs_->Write(ino, 0, want));
+  ASSERT_OK(fs_->Fsync(ino, false));
+  const std::string newer = Payload(25, 4096 + 400);  // block 1 whole, block 2 in part
+  ASSERT_OK(fs_->Write(ino, 4096, newer));            // dirty only
+  want.replace(4096, newer.size(), newer);
+  model().FailNth(FaultOp::kWrite, FaultScope::kLevelDb, 1, EIO);
+  // Edges in blocks 0 and 2, block 1 whole.
+  EXPECT_ERRNO(fs_->Fallocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4000,
+                              2 * 4096 + 100, false),
+               EIO);
+  EXPECT_EQ(model().injected(), 1u);
+  model().ClearFailures();
+  EXPECT_TRUE(ReadOk(ino) == want) << "a failed punch changed the file";
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->GetAttr(ino, &r));
+  EXPECT_EQ(r.blocks, 4u * 4096 / 512) << "st_blocks moved";
+  // The metadata store refuses writes until reopened (see MetaStore::Write).
+  EXPECT_ERRNO(fs_->Release(ino), EIO);
+  CloseFsckReopen(/*after_write_error=*/true);
 }
 
 // A user's flush writes only the streams it appended to: a failing write of
