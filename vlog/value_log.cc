@@ -123,6 +123,9 @@ class ValueLog::Impl {
   Stats stats() const;
   uint64_t TotalBytes() const;
   uint64_t ReusableBytes(StreamMask tails) const;
+  // Removes every free file (a full disk needs their space); returns how
+  // many.
+  size_t DropFreeFiles();
   uint64_t LiveBytes() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
@@ -189,8 +192,6 @@ class ValueLog::Impl {
   // segment ends where its file does, after a crash too (recovery checks
   // pointers against file sizes, and scans a sealed segment to its end).
   Status SealLocked(StreamState& s);
-  // Removes every free file (a full disk needs their space).
-  void DropFreeFiles();
   // Bytes of the free files (segs_mu_ held).
   uint64_t FreeFileBytesLocked() const;
   // Segment and bounds checks of a pointer that a read is about to follow.
@@ -510,7 +511,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
   return false;
 }
 
-void ValueLog::Impl::DropFreeFiles() {
+size_t ValueLog::Impl::DropFreeFiles() {
   std::vector<FreeFile> files;
   {
     std::unique_lock lk(segs_mu_);
@@ -521,6 +522,7 @@ void ValueLog::Impl::DropFreeFiles() {
     if (!st.ok()) Log("removing " + FreeFileName(f.id) + ": " + st.ToString());
   }
   if (!files.empty()) dir_dirty_ = true;
+  return files.size();
 }
 
 Status ValueLog::Impl::FlushLocked(StreamState& s) {
@@ -1296,6 +1298,7 @@ uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
 uint64_t ValueLog::ReusableBytes(StreamMask tails) const { return impl_->ReusableBytes(tails); }
+size_t ValueLog::DropKeptFiles() { return impl_->DropFreeFiles(); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);

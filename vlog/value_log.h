@@ -262,6 +262,11 @@ class ValueLog {
   // records of that stream fill. New records go there before the store
   // grows, so to whoever accounts for the store's space it is free.
   uint64_t ReusableBytes(StreamMask tails = kAllStreams) const;
+  // Removes the files kept for recycling, giving their space back to the
+  // disk (for whoever needs it more than the next segment: the metadata
+  // store on a nearly full disk). Returns how many were removed; the
+  // removals become durable at the next Sync().
+  size_t DropKeptFiles();
   // Sum of the segments' live bytes.
   uint64_t LiveBytes() const;
 

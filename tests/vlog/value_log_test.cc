@@ -585,6 +585,22 @@ TEST_F(RecycleTest, NewSegmentOverwritesAFreeFile) {
   EXPECT_TRUE(vlog_->Read(stale, 1, 5, buf.data()).IsCorruption());
 }
 
+// Kept files can be given back to the disk; new segments then grow files
+// of their own.
+TEST_F(RecycleTest, DropKeptFilesRemovesThem) {
+  MakeFreeFile();
+  const uint32_t old_id = old_[0].ptr.segment;
+  EXPECT_GT(vlog_->ReusableBytes(), 0u);
+  EXPECT_EQ(vlog_->DropKeptFiles(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + FreeFileName(old_id)));
+  EXPECT_EQ(vlog_->ReusableBytes(), 0u);
+  EXPECT_EQ(vlog_->stats().free_files, 0u);
+  EXPECT_EQ(vlog_->DropKeptFiles(), 0u);
+  const Written w = Put(Stream::kHot, 2, 0, 3000);
+  EXPECT_EQ(vlog_->stats().segments_recycled, 0u);
+  ExpectReadable(w);
+}
+
 TEST_F(RecycleTest, CleanCloseCutsTheEarlierLife) {
   MakeFreeFile();
   const Written w = Put(Stream::kHot, 2, 0, 3000);
