@@ -509,11 +509,19 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
   if (!S_ISREG(in->rec.mode)) return Status::FromErrno(ENODEV, "fallocate of non-file");
-  if (mode == FALLOC_FL_KEEP_SIZE) return Status::OK();
   if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
     return PunchLocked(in.get(), off, len, kernel_times);
   }
-  if (mode != 0) return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
+  if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE) {
+    return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
+  }
+  // The bytes past the size must be free now (holes below it are not
+  // counted); nothing is reserved, so later writes may still find the
+  // store full if others took the space first.
+  if (off + len > in->rec.size) {
+    SEPFS_RETURN_IF_ERROR(HaveRoomFor(off + len - std::max(off, in->rec.size)));
+  }
+  if (mode == FALLOC_FL_KEEP_SIZE) return Status::OK();
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.
   if (off + len > in->rec.size) {

@@ -409,6 +409,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
                                uint32_t mode, uint64_t rdev, std::string_view symlink,
                                kv::InodeRecord* out) {
   SEPFS_RETURN_IF_ERROR(CheckName(name));
+  SEPFS_RETURN_IF_ERROR(HaveMetaSpace());
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef parent;
   SEPFS_RETURN_IF_ERROR(GetInode(parent_ino, &parent));
@@ -481,6 +482,7 @@ Status Filesystem::Readlink(uint64_t ino, std::string* target) {
 Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_name,
                         kv::InodeRecord* out) {
   SEPFS_RETURN_IF_ERROR(CheckName(new_name));
+  SEPFS_RETURN_IF_ERROR(HaveMetaSpace());
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in, parent;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));

@@ -325,7 +325,21 @@ class Filesystem {
   // Drops the dirty blocks [first, end), keeping the dirty byte counts.
   void EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times);
+  // Takes `bytes` of what the store may still take for data (waiting up to
+  // 10 s for GC when sealed segments hold that much garbage); ENOSPC if
+  // it cannot. Called before any lock of the namespace or an inode.
   Status HaveSpace(uint64_t bytes);
+  // Before a change that adds a namespace entry (create, mkdir, symlink,
+  // link): these may use a quarter of the reserve data writes leave, so a
+  // full store can still be tidied up. The rest is for deleting what they
+  // made (an LSM delete takes log space too) and for LevelDB's memtable
+  // flushes and compactions: a LevelDB write that finds the disk full fails
+  // every later one until the next mount. A capacity limit does not bound
+  // them. Same locking as HaveSpace.
+  Status HaveMetaSpace();
+  // ENOSPC unless `bytes` are free now; takes nothing (fallocate: the log
+  // allocates on write, so this is a check, not a reservation).
+  Status HaveRoomFor(uint64_t bytes);
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
   // The same, given the disk's free and total bytes.
   uint64_t WritableBytes(uint64_t disk_free, uint64_t disk_total);
@@ -384,6 +398,8 @@ class Filesystem {
   uint64_t space_checked_at_ = 0;  // bytes written when free space was last read
   uint64_t space_avail_ = 0;
   std::atomic<uint64_t> bytes_since_check_{0};
+  uint64_t meta_checked_us_ = 0;  // HaveMetaSpace's last read of the disk (space_mu_)
+  uint64_t meta_headroom_ = 0;    // bytes above its floor then, less entries since
 
   FsStats stats_;
 

@@ -9,6 +9,14 @@
 
 namespace sepfs::fs {
 
+namespace {
+
+// The part of the disk's free space that data writes leave alone: room for
+// metadata, LevelDB's compactions and GC relocation.
+uint64_t Reserve(uint64_t disk_total) { return std::min<uint64_t>(64ull << 20, disk_total / 16); }
+
+}  // namespace
+
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
@@ -26,7 +34,7 @@ uint64_t Filesystem::WritableBytes(uint64_t disk_free, uint64_t disk_total) {
   // instead of the disk's free space when it is larger, so writes that go
   // to other streams can take no more of the reserve than it, and only on a
   // nearly full disk.
-  const uint64_t reserve = std::min<uint64_t>(64ull << 20, disk_total / 16);
+  const uint64_t reserve = Reserve(disk_total);
   const uint64_t disk = disk_free > reserve ? disk_free - reserve : 0;
   // The kept files plus the larger of the disk's room and those tails.
   uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams),
@@ -85,6 +93,46 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
     std::unique_lock<std::mutex> l(space_wait_mu_);
     space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
   }
+}
+
+Status Filesystem::HaveMetaSpace() {
+  // What a new entry adds to LevelDB, with room for its share of the log
+  // and of the tables compactions rewrite.
+  constexpr uint64_t kEntryBytes = 1024;
+  std::lock_guard<std::mutex> l(space_mu_);
+  const uint64_t now = MonotonicMicros();
+  auto read_disk = [&]() -> Status {
+    uint64_t free = 0, total = 0;
+    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &free, &total));
+    const uint64_t floor = Reserve(total) / 4 * 3;
+    meta_headroom_ = free > floor ? free - floor : 0;
+    meta_checked_us_ = now;
+    return Status::OK();
+  };
+  if (meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 ||
+      meta_headroom_ < (16ull << 20)) {
+    SEPFS_RETURN_IF_ERROR(read_disk());
+  }
+  // The files of collected segments kept for the next ones are worth
+  // more to the namespace now.
+  if (meta_headroom_ < kEntryBytes && vlog_->DropKeptFiles() > 0) {
+    SEPFS_RETURN_IF_ERROR(read_disk());
+  }
+  if (meta_headroom_ < kEntryBytes) {
+    return Status::NoSpace(store_->dir() + ": disk full (what is left is kept for LevelDB)");
+  }
+  meta_headroom_ -= kEntryBytes;
+  return Status::OK();
+}
+
+Status Filesystem::HaveRoomFor(uint64_t bytes) {
+  uint64_t avail = 0;
+  SEPFS_RETURN_IF_ERROR(AvailableBytes(&avail));
+  if (bytes > avail) {
+    return Status::NoSpace(store_->dir() + ": " + std::to_string(bytes) + " bytes wanted, " +
+                           std::to_string(avail) + " free");
+  }
+  return Status::OK();
 }
 
 }  // namespace sepfs::fs

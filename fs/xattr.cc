@@ -1,6 +1,7 @@
 // Filesystem extended attributes: one LSM key per (inode, name), so an
 // inode's xattrs are one range. The name "sepfs.stats" on the root is
 // virtual: reading it returns the live statistics (sepfs stats MOUNTPOINT).
+#include <linux/limits.h>
 #include <sys/xattr.h>
 
 #include "fs/clock.h"
@@ -38,6 +39,8 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (temperature && value != "hot" && value != "cold") {
     return Status::InvalidArgument("user.sepfs.temperature must be hot or cold");
   }
+  // Values take space as file data does: a full store refuses them.
+  SEPFS_RETURN_IF_ERROR(HaveSpace(name.size() + value.size()));
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
@@ -47,6 +50,22 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (!st.ok() && !st.IsNotFound()) return st;
   if (st.ok() && (flags & XATTR_CREATE)) return Status::FromErrno(EEXIST, "xattr exists");
   if (st.IsNotFound() && (flags & XATTR_REPLACE)) return Status::FromErrno(ENODATA, "no xattr");
+  if (st.IsNotFound()) {
+    // listxattr(2) returns at most XATTR_LIST_MAX bytes of names: a name
+    // that would not fit in the list is refused, as ext4 refuses one that
+    // does not fit its xattr block.
+    uint64_t listed = 0;
+    SEPFS_RETURN_IF_ERROR(
+        meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
+          uint64_t i;
+          std::string_view n;
+          if (kv::ParseXattrKey(key, &i, &n)) listed += n.size() + 1;
+          return true;
+        }));
+    if (listed + name.size() + 1 > XATTR_LIST_MAX) {
+      return Status::NoSpace("the file's xattr names would not fit a listxattr reply");
+    }
+  }
   kv::InodeRecord r = in->rec;
   r.ctime = Now();
   kv::Batch b;

@@ -83,6 +83,31 @@ TEST_F(XattrTest, Limits) {
   EXPECT_TRUE(v == max_value);  // the failed set changed nothing
 }
 
+// A file's names fit one listxattr(2) reply (XATTR_LIST_MAX, 64 KiB, each
+// name with its NUL): a name that would not is refused with ENOSPC, and
+// values of names already there can still change.
+TEST_F(XattrTest, NamesFitOneListReply) {
+  const uint64_t f = Create(kRoot, "f");
+  auto name = [](int i) {
+    std::string n = "user." + std::to_string(i) + ".";
+    return n + std::string(255 - n.size(), 'n');
+  };
+  int set = 0;
+  Status st;
+  for (; set < 1000; set++) {
+    st = fs_->SetXattr(f, name(set), "v", 0);
+    if (!st.ok()) break;
+  }
+  EXPECT_ERRNO(st, ENOSPC);
+  EXPECT_EQ(set, 65536 / 256) << "names of 255 bytes that fit";
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names.size(), static_cast<size_t>(set) * 256);
+  ASSERT_OK(fs_->SetXattr(f, name(0), "changed", XATTR_REPLACE));
+  ASSERT_OK(fs_->RemoveXattr(f, name(1)));
+  ASSERT_OK(fs_->SetXattr(f, name(set), "v", XATTR_CREATE)) << "room again after a removal";
+}
+
 TEST_F(XattrTest, OnDirectoriesSymlinksAndMissingInodes) {
   const uint64_t d = Mkdir(kRoot, "d");
   kv::InodeRecord s;

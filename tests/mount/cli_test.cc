@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -746,11 +747,12 @@ class EnospcTest : public MountFixture {
  protected:
   EnospcTest() { mkfs_in_setup_ = false; }
 
-  // Makes and mounts a store of 4 MiB segments on a tmpfs of 48 MiB.
-  void MountSmallStore() {
+  // Makes and mounts a store of 4 MiB segments on a tmpfs of `mib` MiB.
+  void MountSmallStore(int mib = 48) {
     const std::string small = root() + "/small";
     ASSERT_SYS_OK(::mkdir(small.c_str(), 0755));
-    ASSERT_SYS_OK(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=48m"));
+    const std::string opts = "size=" + std::to_string(mib) + "m";
+    ASSERT_SYS_OK(::mount("tmpfs", small.c_str(), "tmpfs", 0, opts.c_str()));
     AddCleanupMount(small);
     set_store(small + "/store");
     ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=4194304"}));
@@ -816,6 +818,92 @@ TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
   }
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
+}
+
+// A full store (data writes refused) refuses xattr values too: they used to
+// go to LevelDB unchecked until the disk was full, after which every
+// metadata write failed until a remount, deletes included. New entries may
+// use part of the reserve, then get ENOSPC; the store stays usable: files
+// can be read and deleted, and fsck finds it clean.
+TEST_F(EnospcTest, XattrsAndCreatesOnAFullStoreLeaveItUsable) {
+  // 128 MiB: a reserve of 8 MiB (a sixteenth), of which new entries may
+  // take a quarter.
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore(128));
+  const std::string keeper = RandomBytes(kMiB, 12);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("keeper"), keeper));
+  int synced = 0;
+  const std::string chunk = RandomBytes(kMiB, 13);
+  ASSERT_EQ(ErrName(FillUntilError("fill", chunk, 40, &synced)), ErrName(ENOSPC));
+  ASSERT_GE(synced, 10);
+
+  const std::string value(64 * 1024, 'v');
+  int err = 0, xattrs = 0;
+  for (; xattrs < 2000; ++xattrs) {
+    const std::string name = "user.x" + std::to_string(xattrs);
+    if (::setxattr(P("keeper").c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
+      err = errno;
+      break;
+    }
+  }
+  EXPECT_EQ(ErrName(err), ErrName(ENOSPC)) << xattrs << " xattrs of 64 KiB set";
+  EXPECT_LE(xattrs, 16) << "more than the 1 MiB the fill left";
+
+  err = 0;
+  int created = 0;
+  for (; created < 200000; ++created) {
+    UniqueFd fd(::open(P("c" + std::to_string(created)).c_str(), O_CREAT | O_WRONLY, 0644));
+    if (!fd.ok()) {
+      err = errno;
+      break;
+    }
+  }
+  EXPECT_EQ(ErrName(err), ErrName(ENOSPC)) << created << " files created";
+  EXPECT_GE(created, 100) << "a full store takes no new entry at all";
+
+  // Still usable: reads, deletes, and then a write of what a delete freed.
+  EXPECT_TRUE(SameBytes(ReadFile(P("keeper")), keeper));
+  for (int i = 0; i < created; ++i) {
+    ASSERT_EQ(::unlink(P("c" + std::to_string(i)).c_str()), 0) << i << ": " << std::strerror(errno);
+  }
+  // Deleted data frees its segment once collected; even the file GC keeps
+  // for the next segment goes, as the namespace wants room.
+  ASSERT_SYS_OK(::unlink(P("fill0").c_str()));
+  ASSERT_SYS_OK(::unlink(P("fill1").c_str()));
+  CmdResult r = RunSepfs({"gc", mnt()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("keeper")), keeper));
+  for (int i = 0; i < xattrs; ++i) {
+    const std::string name = "user.x" + std::to_string(i);
+    EXPECT_EQ(::getxattr(P("keeper").c_str(), name.c_str(), nullptr, 0),
+              static_cast<ssize_t>(value.size()))
+        << name;
+  }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
+// fallocate(2) of more than the store holds fails with ENOSPC and leaves
+// the size alone; what fits, or lies below the size, succeeds.
+TEST_F(EnospcTest, FallocateBeyondTheFreeSpaceFails) {
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore());
+  UniqueFd fd(::open(P("f").c_str(), O_CREAT | O_RDWR, 0644));
+  ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+  EXPECT_EQ(ErrName(::posix_fallocate(fd.get(), 0, 1ll << 30)), ErrName(ENOSPC));
+  struct stat st {};
+  ASSERT_SYS_OK(::fstat(fd.get(), &st));
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(ErrName(::posix_fallocate(fd.get(), 0, 4 * kMiB)), ErrName(0));
+  ASSERT_SYS_OK(::fstat(fd.get(), &st));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(4 * kMiB));
+  EXPECT_ERRNO(::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, 1ll << 30), ENOSPC);
+  EXPECT_EQ(ErrName(::posix_fallocate(fd.get(), kMiB, kMiB)), ErrName(0));
+  ASSERT_SYS_OK(::fstat(fd.get(), &st));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(4 * kMiB));
+  ASSERT_SYS_OK(fd.Close());
 }
 
 // Deleting files on a full store makes room, also when the collected
