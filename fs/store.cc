@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "fs/clock.h"
 #include "fs/live_journal.h"
@@ -62,17 +63,32 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   if (!st.ok() && st.err() != EEXIST) return st;
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env->ListDir(dir, &names));
-  if (!names.empty()) {
+  // What a store's directory holds; lost+found (a disk's root) stays and
+  // does not count. Anything else is refused, --force or not: mkfs never
+  // deletes what is not a store's.
+  static const std::set<std::string> kStoreNames = {"meta", "vlog", "LOCK", "sepfs.log"};
+  std::vector<std::string> ours;
+  for (const auto& n : names) {
+    if (n == "lost+found") continue;
+    if (!kStoreNames.count(n)) {
+      return Status::FromErrno(EEXIST, dir + ": directory is not empty ('" + n +
+                                           "' is not part of a sepfs store; mkfs --force "
+                                           "replaces only a store): choose an empty directory");
+    }
+    ours.push_back(n);
+  }
+  if (!ours.empty()) {
     if (!options.force) {
       return Status::FromErrno(EEXIST, dir + (LooksLikeStore(env, dir)
                                                   ? ": already a sepfs store (use --force to "
                                                     "overwrite it)"
-                                                  : ": directory is not empty (use --force)"));
+                                                  : ": holds part of a sepfs store (use --force "
+                                                    "to overwrite it)"));
     }
     std::unique_ptr<FileLock> lock;
     SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir), &lock));
     std::error_code ec;
-    for (const auto& n : names) {
+    for (const auto& n : ours) {
       if (n == "LOCK") continue;
       std::filesystem::remove_all(dir + "/" + n, ec);
       if (ec) return Status::FromErrno(ec.value(), dir + "/" + n + ": cannot remove");

@@ -92,20 +92,32 @@ class NoStoreTest : public MountFixture {
   NoStoreTest() { mkfs_in_setup_ = false; }
 };
 
-TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirUnlessForced) {
+// mkfs never deletes what is not a store's: a directory holding anything
+// else is refused, --force or not (a mistyped path must not cost a home
+// directory); a disk root's lost+found stays.
+TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirEvenForced) {
   ASSERT_SYS_OK(::mkdir(store().c_str(), 0700));
   ASSERT_NO_FATAL_FAILURE(WriteFile(store() + "/precious", "keep me"));
-  CmdResult r = RunSepfs({"mkfs", store()});
-  EXPECT_NE(r.exit_code, 0) << r.Describe();
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_TRUE(Contains(r.err, store())) << "message must name the path\n"
-                                        << r.Describe();
-  EXPECT_EQ(ReadHostFile(store() + "/precious"), "keep me");
-  struct stat st {};
-  EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0);
-  EXPECT_NE(::stat((store() + "/vlog").c_str(), &st), 0);
+  for (bool force : {false, true}) {
+    std::vector<std::string> args = {"mkfs"};
+    if (force) args.push_back("--force");
+    args.push_back(store());
+    CmdResult r = RunSepfs(args);
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_TRUE(Contains(r.err, store())) << "message must name the path\n"
+                                          << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "precious")) << "and what is in the way\n" << r.Describe();
+    EXPECT_EQ(ReadHostFile(store() + "/precious"), "keep me");
+    struct stat st {};
+    EXPECT_NE(::stat((store() + "/meta").c_str(), &st), 0);
+    EXPECT_NE(::stat((store() + "/vlog").c_str(), &st), 0);
+  }
+  ASSERT_SYS_OK(::unlink((store() + "/precious").c_str()));
+  ASSERT_SYS_OK(::mkdir((store() + "/lost+found").c_str(), 0700));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(store() + "/lost+found/#12", "fsck's"));
 
-  r = RunSepfs({"mkfs", "--force", store()});
+  CmdResult r = RunSepfs({"mkfs", store()});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Mount());
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("inside"), "data"));
@@ -119,11 +131,12 @@ TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirUnlessForced) {
   EXPECT_EQ(ReadFile(P("inside")), "data");
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
-  // --force replaces it with an empty filesystem.
+  // --force replaces it with an empty filesystem, and leaves lost+found.
   r = RunSepfs({"mkfs", "--force", store()});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Mount());
   EXPECT_NE(::access(P("inside").c_str(), F_OK), 0);
+  EXPECT_EQ(ReadHostFile(store() + "/lost+found/#12"), "fsck's");
 }
 
 TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
