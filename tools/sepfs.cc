@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -298,17 +299,39 @@ int CmdFsck(const std::vector<std::string>& args) {
   return rep.errors.empty() ? 0 : 4;
 }
 
+// A mounted sepfs answers through a virtual xattr of its root: true with
+// the statistics in *out if `path` is such a root. Otherwise false, with
+// *why set when `path` lies on a FUSE mount but is not a sepfs root (then
+// it is no store either, and opening it as one would say so less clearly).
+bool ReadMountStats(const std::string& path, std::string* out, std::string* why) {
+  why->clear();
+  for (size_t size = 64 * 1024;; size *= 2) {
+    out->resize(size);
+    ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", out->data(), size);
+    if (n >= 0) {
+      out->resize(static_cast<size_t>(n));
+      return true;
+    }
+    if (errno != ERANGE || size >= (16u << 20)) break;
+  }
+  constexpr long kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC
+  struct statfs sf {};
+  if (::statfs(path.c_str(), &sf) == 0 && sf.f_type == kFuseMagic) {
+    *why = path + ": not the root of a sepfs mount (give the mountpoint or the store)";
+  }
+  return false;
+}
+
 int CmdStats(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kStatsUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kStatsUsage);
   const std::string& path = args[0];
-  // A mounted sepfs answers through a virtual xattr of its root.
-  char buf[64 * 1024];
-  ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", buf, sizeof(buf));
-  if (n >= 0) {
-    std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+  std::string text, why;
+  if (ReadMountStats(path, &text, &why)) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
+  if (!why.empty()) return Fail("stats " + why);
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.read_only = true;
@@ -328,21 +351,20 @@ int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kGcUsage);
   const std::string& path = args[0];
-  char buf[64 * 1024];
-  if (::getxattr(path.c_str(), "sepfs.stats", buf, sizeof(buf)) >= 0) {
+  std::string s, why;
+  if (ReadMountStats(path, &s, &why)) {
     std::printf("sepfs gc: collecting %s (mounted) ...\n", path.c_str());
     std::fflush(stdout);
     if (::setxattr(path.c_str(), "sepfs.gc", "1", 1, 0) != 0) {
       return Fail("gc " + path + ": " + std::strerror(errno));
     }
-    ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", buf, sizeof(buf));
-    if (n > 0) {
-      std::string s(buf, static_cast<size_t>(n));
+    if (ReadMountStats(path, &s, &why)) {
       const size_t at = s.find("segments by class:");
       std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
     }
     return 0;
   }
+  if (!why.empty()) return Fail("gc " + why);
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.gc = "off";  // no background thread; the pass below runs in the foreground

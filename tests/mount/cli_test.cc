@@ -389,6 +389,13 @@ TEST_F(UnmountedTest, StatsAndHelp) {
   r = RunSepfs({"stats", mnt()});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 4 streams)")) << r.Describe();
+  // A directory inside the mount is neither its root nor a store.
+  ASSERT_SYS_OK(::mkdir(P("sub").c_str(), 0755));
+  for (const char* cmd : {"stats", "gc"}) {
+    r = RunSepfs({cmd, P("sub")});
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "not the root of a sepfs mount")) << r.Describe();
+  }
   ASSERT_NO_FATAL_FAILURE(Unmount());
   ASSERT_NO_FATAL_FAILURE(Mount({"gc_streams=2"}));
   r = RunSepfs({"stats", mnt()});
