@@ -534,7 +534,7 @@ TEST_F(PersistTest, StoreOpenKeepsTheErrnoOfTheDirectoryCheck) {
   EXPECT_FALSE(store);
 }
 
-TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryUnlessForced) {
+TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryEvenForced) {
   const std::string dir = tmp_.Sub("other");
   ASSERT_TRUE(std::filesystem::create_directory(dir));
   std::ofstream(dir + "/precious") << "data";
@@ -546,8 +546,19 @@ TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryUnlessForced) {
   EXPECT_NE(st.ToString().find(dir), std::string::npos) << st.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir + "/precious"));
   mo.force = true;
+  st = Mkfs(dir, mo);
+  EXPECT_EQ(st.err(), EEXIST) << st.ToString();
+  EXPECT_NE(st.ToString().find("precious"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/precious"));
+  // Half a store (an interrupted mkfs) is replaced with --force only.
+  std::filesystem::remove(dir + "/precious");
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/vlog"));
+  std::ofstream(dir + "/vlog/junk") << "x";
+  mo.force = false;
+  EXPECT_EQ(Mkfs(dir, mo).err(), EEXIST);
+  mo.force = true;
   ASSERT_OK(Mkfs(dir, mo));
-  EXPECT_FALSE(std::filesystem::exists(dir + "/precious"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/vlog/junk"));
   std::unique_ptr<Filesystem> fs;
   ASSERT_OK(Filesystem::Open(dir, fs_options(), &fs));
   EXPECT_EQ(fs->block_size(), 4096u);
