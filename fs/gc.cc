@@ -5,6 +5,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "vlog/atomic_bound.h"
+
 namespace sepfs::fs {
 
 Status GarbageCollector::Create(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o,
@@ -110,9 +112,7 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   totals_.bytes_moved += js.bytes_moved;
   const uint64_t us = static_cast<uint64_t>(js.seconds * 1e6);
   totals_.micros += us;
-  uint64_t prev = totals_.max_job_micros.load();
-  while (us > prev && !totals_.max_job_micros.compare_exchange_weak(prev, us)) {
-  }
+  RaiseAtLeast(totals_.max_job_micros, us);
   if (!st.ok()) {
     totals_.failures++;
     // Damage is permanent until repaired; anything else is retried later.

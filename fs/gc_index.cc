@@ -1,6 +1,7 @@
 #include "fs/gc_index.h"
 
 #include "fs/clock.h"
+#include "vlog/atomic_bound.h"
 
 namespace sepfs::fs {
 
@@ -24,11 +25,7 @@ Status Current(kv::MetaStore* meta, uint64_t inode, uint64_t block, vlog::BlockP
 
 }  // namespace
 
-void FsGcIndex::NoteHold(uint64_t us) {
-  uint64_t prev = max_hold_us_.load();
-  while (us > prev && !max_hold_us_.compare_exchange_weak(prev, us)) {
-  }
-}
+void FsGcIndex::NoteHold(uint64_t us) { RaiseAtLeast(max_hold_us_, us); }
 
 Status FsGcIndex::IsLive(uint64_t inode, uint64_t block, const vlog::BlockPtr& ptr, bool* live) {
   // A flush appends its records, then installs their pointers, holding its

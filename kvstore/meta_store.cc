@@ -13,6 +13,7 @@
 #include "leveldb/filter_policy.h"
 #include "leveldb/iterator.h"
 #include "leveldb/write_batch.h"
+#include "vlog/atomic_bound.h"
 
 namespace sepfs::kv {
 namespace {
@@ -111,11 +112,7 @@ class MetaStore::Impl {
     if (write_error_.ok()) write_error_ = st;
   }
   // All unsynced writes counted up to `written` are durable.
-  void MarkSynced(uint64_t written) {
-    uint64_t now = synced_upto_.load(std::memory_order_relaxed);
-    while (now < written && !synced_upto_.compare_exchange_weak(now, written)) {
-    }
-  }
+  void MarkSynced(uint64_t written) { RaiseAtLeast(synced_upto_, written); }
 
   std::string dir_;
   leveldb::Env* env_;

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "vlog/env.h"
+#include "vlog/atomic_bound.h"
 #include "vlog/format.h"
 #include "vlog/status.h"
 
@@ -34,11 +35,7 @@ struct Segment {
   std::atomic<uint64_t> taken_bytes{0};
 
   // The file is about to be cut to `len` bytes.
-  void NoteCut(uint64_t len) {
-    uint64_t cur = taken_bytes.load(std::memory_order_relaxed);
-    while (cur > len && !taken_bytes.compare_exchange_weak(cur, len, std::memory_order_relaxed)) {
-    }
-  }
+  void NoteCut(uint64_t len) { LowerAtMost(taken_bytes, len, std::memory_order_relaxed); }
   // Bytes of the segment, header and append buffer included. Only grows,
   // except when a failed flush drops the buffered tail.
   std::atomic<uint64_t> size{0};
@@ -53,11 +50,7 @@ struct Segment {
   std::atomic<uint64_t> max_seq{0};
 
   // Raises max_seq to at least seq.
-  void NoteSeq(uint64_t seq) {
-    uint64_t cur = max_seq.load(std::memory_order_relaxed);
-    while (cur < seq && !max_seq.compare_exchange_weak(cur, seq, std::memory_order_relaxed)) {
-    }
-  }
+  void NoteSeq(uint64_t seq) { RaiseAtLeast(max_seq, seq, std::memory_order_relaxed); }
 
   bool damaged() const { return !damage.ok(); }
   bool recycled() const { return base_seq != 0; }

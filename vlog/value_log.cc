@@ -20,6 +20,7 @@
 #include <shared_mutex>
 
 #include "vlog/aligned_buffer.h"
+#include "vlog/atomic_bound.h"
 #include "vlog/segment.h"
 
 namespace sepfs::vlog {
@@ -1046,11 +1047,7 @@ uint64_t ValueLog::Impl::LiveBytes() const {
   return total;
 }
 
-void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) {
-  uint64_t cur = next_seq_.load();
-  while (cur <= seq && !next_seq_.compare_exchange_weak(cur, seq + 1)) {
-  }
-}
+void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) { RaiseAtLeast(next_seq_, seq + 1); }
 
 Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   std::shared_ptr<Segment> seg = Find(id);
