@@ -409,7 +409,6 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
                                uint32_t mode, uint64_t rdev, std::string_view symlink,
                                kv::InodeRecord* out) {
   SEPFS_RETURN_IF_ERROR(CheckName(name));
-  SEPFS_RETURN_IF_ERROR(HaveMetaSpace());
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef parent;
   SEPFS_RETURN_IF_ERROR(GetInode(parent_ino, &parent));
@@ -420,6 +419,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   Status st = GetDentry(parent_ino, name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
   if (!st.IsNotFound()) return st;
+  SEPFS_RETURN_IF_ERROR(HaveMetaSpace(kEntryBytes, MetaUse::kEntry));
 
   kv::InodeRecord child;
   SEPFS_RETURN_IF_ERROR(NewInode(c, parent, mode, rdev, &child));
@@ -482,7 +482,6 @@ Status Filesystem::Readlink(uint64_t ino, std::string* target) {
 Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_name,
                         kv::InodeRecord* out) {
   SEPFS_RETURN_IF_ERROR(CheckName(new_name));
-  SEPFS_RETURN_IF_ERROR(HaveMetaSpace());
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in, parent;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
@@ -495,6 +494,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   Status st = GetDentry(new_parent, new_name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
   if (!st.IsNotFound()) return st;
+  SEPFS_RETURN_IF_ERROR(HaveMetaSpace(kEntryBytes, MetaUse::kEntry));
   const kv::Timespec now = Now();
   kv::InodeRecord r = in->rec, p = parent->rec;
   r.nlink++;

@@ -329,14 +329,25 @@ class Filesystem {
   // 10 s for GC when sealed segments hold that much garbage); ENOSPC if
   // it cannot. Called before any lock of the namespace or an inode.
   Status HaveSpace(uint64_t bytes);
-  // Before a change that adds a namespace entry (create, mkdir, symlink,
-  // link): these may use a quarter of the reserve data writes leave, so a
-  // full store can still be tidied up. The rest is for deleting what they
-  // made (an LSM delete takes log space too) and for LevelDB's memtable
-  // flushes and compactions: a LevelDB write that finds the disk full fails
-  // every later one until the next mount. A capacity limit does not bound
-  // them. Same locking as HaveSpace.
-  Status HaveMetaSpace();
+  // What a metadata change may add to LevelDB, which grows the disk by
+  // itself: a LevelDB write that finds the disk full fails every later one
+  // until the next mount, deletes included.
+  enum class MetaUse {
+    // A new namespace entry (create, mkdir, symlink, link) or a change that
+    // adds no bytes: may use a quarter of the reserve data writes leave, so
+    // a full store can still be tidied up. The rest is for deleting what
+    // they made (an LSM delete takes log space too) and for LevelDB's
+    // memtable flushes and compactions. A capacity limit does not bound it.
+    kEntry,
+    // Bytes a user stores in the LSM (xattr values): refused where data
+    // writes are, at the reserve or at the capacity limit.
+    kValue,
+  };
+  static constexpr uint64_t kEntryBytes = 1024;  // an entry with its share of log and tables
+  // ENOSPC unless `bytes` fit above use's floor of the disk's free space
+  // (the files kept for recycling are dropped first if that makes room).
+  // Never waits; may be called under the namespace and inode locks.
+  Status HaveMetaSpace(uint64_t bytes, MetaUse use);
   // ENOSPC unless `bytes` are free now; takes nothing (fallocate: the log
   // allocates on write, so this is a check, not a reservation).
   Status HaveRoomFor(uint64_t bytes);
@@ -398,8 +409,11 @@ class Filesystem {
   uint64_t space_checked_at_ = 0;  // bytes written when free space was last read
   uint64_t space_avail_ = 0;
   std::atomic<uint64_t> bytes_since_check_{0};
-  uint64_t meta_checked_us_ = 0;  // HaveMetaSpace's last read of the disk (space_mu_)
-  uint64_t meta_headroom_ = 0;    // bytes above its floor then, less entries since
+  // HaveMetaSpace's last read of the disk (space_mu_): when, the free bytes
+  // then less what it granted since, and the reserve.
+  uint64_t meta_checked_us_ = 0;
+  uint64_t meta_disk_free_ = 0;
+  uint64_t meta_reserve_ = 0;
 
   FsStats stats_;
 

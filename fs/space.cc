@@ -77,6 +77,7 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
       }
       if (bytes <= space_avail_) {
         space_avail_ -= bytes;
+        meta_disk_free_ -= std::min(bytes, meta_disk_free_);
         return Status::OK();
       }
     }
@@ -95,33 +96,44 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
   }
 }
 
-Status Filesystem::HaveMetaSpace() {
-  // What a new entry adds to LevelDB, with room for its share of the log
-  // and of the tables compactions rewrite.
-  constexpr uint64_t kEntryBytes = 1024;
+Status Filesystem::HaveMetaSpace(uint64_t bytes, MetaUse use) {
   std::lock_guard<std::mutex> l(space_mu_);
   const uint64_t now = MonotonicMicros();
   auto read_disk = [&]() -> Status {
-    uint64_t free = 0, total = 0;
-    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &free, &total));
-    const uint64_t floor = Reserve(total) / 4 * 3;
-    meta_headroom_ = free > floor ? free - floor : 0;
+    uint64_t total = 0;
+    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &meta_disk_free_, &total));
+    meta_reserve_ = Reserve(total);
     meta_checked_us_ = now;
     return Status::OK();
   };
-  if (meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 ||
-      meta_headroom_ < (16ull << 20)) {
+  // Entries may take a quarter of the reserve; values stop where data
+  // writes stop. Neither counts the files kept for recycling, which only
+  // vLog segments can reuse: LevelDB grows the disk itself.
+  auto room = [&]() -> uint64_t {
+    const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
+    return meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
+  };
+  // Values are few and large: each reads the disk. Entries read it once a
+  // second, or on every call when little is left; data writes in between
+  // are charged by HaveSpace.
+  if (use == MetaUse::kValue || meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 ||
+      room() < (16ull << 20)) {
     SEPFS_RETURN_IF_ERROR(read_disk());
   }
   // The files of collected segments kept for the next ones are worth
   // more to the namespace now.
-  if (meta_headroom_ < kEntryBytes && vlog_->DropKeptFiles() > 0) {
-    SEPFS_RETURN_IF_ERROR(read_disk());
+  if (room() < bytes && vlog_->DropKeptFiles() > 0) SEPFS_RETURN_IF_ERROR(read_disk());
+  if (room() < bytes) {
+    return Status::NoSpace(store_->dir() + (use == MetaUse::kEntry
+                                                ? ": disk full (what is left is kept for LevelDB)"
+                                                : ": store is full"));
   }
-  if (meta_headroom_ < kEntryBytes) {
-    return Status::NoSpace(store_->dir() + ": disk full (what is left is kept for LevelDB)");
+  const uint64_t cap = store_->super().capacity;
+  if (use == MetaUse::kValue && cap) {
+    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+    if (used + bytes > cap) return Status::NoSpace(store_->dir() + ": store is full");
   }
-  meta_headroom_ -= kEntryBytes;
+  meta_disk_free_ -= bytes;
   return Status::OK();
 }
 

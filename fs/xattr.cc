@@ -39,8 +39,6 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (temperature && value != "hot" && value != "cold") {
     return Status::InvalidArgument("user.sepfs.temperature must be hot or cold");
   }
-  // Values take space as file data does: a full store refuses them.
-  SEPFS_RETURN_IF_ERROR(HaveSpace(name.size() + value.size()));
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
@@ -65,6 +63,14 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
     if (listed + name.size() + 1 > XATTR_LIST_MAX) {
       return Status::NoSpace("the file's xattr names would not fit a listxattr reply");
     }
+  }
+  // A value that grows the LSM takes space as file data does, so a full
+  // store refuses it; one that does not may use the entries' part of the
+  // reserve, as a rename does.
+  if (st.IsNotFound() || value.size() > old.size()) {
+    SEPFS_RETURN_IF_ERROR(HaveMetaSpace(name.size() + value.size(), MetaUse::kValue));
+  } else {
+    SEPFS_RETURN_IF_ERROR(HaveMetaSpace(kEntryBytes, MetaUse::kEntry));
   }
   kv::InodeRecord r = in->rec;
   r.ctime = Now();

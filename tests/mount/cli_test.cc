@@ -906,6 +906,61 @@ TEST_F(EnospcTest, XattrsAndCreatesOnAFullStoreLeaveItUsable) {
   Fsck();
 }
 
+// The files GC keeps for recycling are room for vLog segments only: xattr
+// values, which LevelDB writes, stop at the reserve of the disk's own free
+// space. They were granted the kept files' room too, filled the disk, and
+// left every metadata write failing with EIO, deletes included, until a
+// remount. On a full store, XATTR_CREATE and XATTR_REPLACE still answer
+// EEXIST and ENODATA, and a value may be replaced by one no larger.
+TEST_F(EnospcTest, XattrValuesDoNotTakeTheKeptSegmentFiles) {
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("keeper"), "k"));
+  ASSERT_SYS_OK(::setxattr(P("keeper").c_str(), "user.tag", "12345678", 8, 0));
+  int synced = 0;
+  const std::string chunk = RandomBytes(kMiB, 14);
+  ASSERT_EQ(ErrName(FillUntilError("fill", chunk, 40, &synced)), ErrName(ENOSPC));
+  ASSERT_GE(synced, 4);
+  for (int i = 0; i < 2; ++i) ASSERT_SYS_OK(::unlink(P("fill" + std::to_string(i)).c_str()));
+  CmdResult r = RunSepfs({"gc", mnt()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  r = RunSepfs({"stats", mnt()});
+  ASSERT_FALSE(Contains(r.out, "(0 free files kept")) << r.Describe();
+
+  const std::string value(64 * 1024, 'v');
+  int err = 0, xattrs = 0;
+  for (; xattrs < 1000; ++xattrs) {
+    const std::string name = "user.x" + std::to_string(xattrs);
+    if (::setxattr(P("keeper").c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
+      err = errno;
+      break;
+    }
+  }
+  EXPECT_EQ(ErrName(err), ErrName(ENOSPC)) << xattrs << " xattrs of 64 KiB set";
+  EXPECT_ERRNO(::setxattr(P("keeper").c_str(), "user.tag", "x", 1, XATTR_CREATE), EEXIST);
+  EXPECT_ERRNO(::setxattr(P("keeper").c_str(), "user.none", "x", 1, XATTR_REPLACE), ENODATA);
+  EXPECT_SYS_OK(::setxattr(P("keeper").c_str(), "user.tag", "1234", 4, XATTR_REPLACE));
+
+  for (int i = 2; i < synced; ++i) {
+    ASSERT_EQ(::unlink(P("fill" + std::to_string(i)).c_str()), 0)
+        << i << ": " << std::strerror(errno);
+  }
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  char got[16] = {};
+  EXPECT_EQ(::getxattr(P("keeper").c_str(), "user.tag", got, sizeof(got)), 4);
+  EXPECT_EQ(std::string(got), "1234");
+  for (int i = 0; i < xattrs; ++i) {
+    const std::string name = "user.x" + std::to_string(i);
+    EXPECT_EQ(::getxattr(P("keeper").c_str(), name.c_str(), nullptr, 0),
+              static_cast<ssize_t>(value.size()))
+        << name;
+  }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
 // fallocate(2) of more than the store holds fails with ENOSPC and leaves
 // the size alone; what fits, or lies below the size, succeeds.
 TEST_F(EnospcTest, FallocateBeyondTheFreeSpaceFails) {
