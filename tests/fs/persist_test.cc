@@ -550,15 +550,44 @@ TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryEvenForced) {
   EXPECT_EQ(st.err(), EEXIST) << st.ToString();
   EXPECT_NE(st.ToString().find("precious"), std::string::npos) << st.ToString();
   EXPECT_TRUE(std::filesystem::exists(dir + "/precious"));
-  // Half a store (an interrupted mkfs) is replaced with --force only.
   std::filesystem::remove(dir + "/precious");
+  // A store's names holding what no store holds: refused with --force too,
+  // and nothing is removed, not even the parts that look like a store's.
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/meta"));
+  std::ofstream(dir + "/meta/CURRENT") << "MANIFEST-000001\n";
   ASSERT_TRUE(std::filesystem::create_directory(dir + "/vlog"));
+  std::ofstream(dir + "/vlog/" + vlog::SegmentFileName(1)) << "x";
   std::ofstream(dir + "/vlog/junk") << "x";
+  st = Mkfs(dir, mo);
+  EXPECT_EQ(st.err(), EEXIST) << st.ToString();
+  EXPECT_NE(st.ToString().find("vlog/junk"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/vlog/junk"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/meta/CURRENT"));
+  std::filesystem::remove(dir + "/vlog/junk");
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/vlog/sub"));
+  EXPECT_EQ(Mkfs(dir, mo).err(), EEXIST);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/vlog/sub"));
+  std::filesystem::remove(dir + "/vlog/sub");
+  // meta as a link to a user's directory: never followed.
+  const std::string user = tmp_.Sub("user-dir");
+  ASSERT_TRUE(std::filesystem::create_directory(user));
+  std::ofstream(user + "/000001.log") << "mine";
+  std::filesystem::rename(dir + "/meta", dir + "/meta.old");
+  std::filesystem::create_directory_symlink(user, dir + "/meta");
+  EXPECT_EQ(Mkfs(dir, mo).err(), EEXIST);
+  EXPECT_TRUE(std::filesystem::exists(user + "/000001.log"));
+  std::filesystem::remove(dir + "/meta");
+  std::filesystem::rename(dir + "/meta.old", dir + "/meta");
+  // What leveldb::RepairDB set aside (meta/lost/) is a store's too.
+  ASSERT_TRUE(std::filesystem::create_directory(dir + "/meta/lost"));
+  std::ofstream(dir + "/meta/lost/000005.ldb") << "t";
+  // Half a store (an interrupted mkfs) is replaced with --force only.
   mo.force = false;
   EXPECT_EQ(Mkfs(dir, mo).err(), EEXIST);
   mo.force = true;
   ASSERT_OK(Mkfs(dir, mo));
-  EXPECT_FALSE(std::filesystem::exists(dir + "/vlog/junk"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/vlog/" + vlog::SegmentFileName(1)));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/meta/lost"));
   std::unique_ptr<Filesystem> fs;
   ASSERT_OK(Filesystem::Open(dir, fs_options(), &fs));
   EXPECT_EQ(fs->block_size(), 4096u);
