@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <linux/limits.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -300,24 +301,25 @@ int CmdFsck(const std::vector<std::string>& args) {
 }
 
 // A mounted sepfs answers through a virtual xattr of its root: true with
-// the statistics in *out if `path` is such a root. Otherwise false, with
-// *why set when `path` lies on a FUSE mount but is not a sepfs root (then
-// it is no store either, and opening it as one would say so less clearly).
-bool ReadMountStats(const std::string& path, std::string* out, std::string* why) {
-  why->clear();
-  for (size_t size = 64 * 1024;; size *= 2) {
-    out->resize(size);
-    ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", out->data(), size);
-    if (n >= 0) {
-      out->resize(static_cast<size_t>(n));
-      return true;
-    }
-    if (errno != ERANGE || size >= (16u << 20)) break;
+// the statistics in *out if `path` is such a root (the text has a fixed
+// number of lines, far below the 64 KiB a getxattr(2) can return).
+// Otherwise false, with *hint set when `path` lies on a FUSE mount: if it
+// cannot be opened as a store either, "not the root of a sepfs mount" says
+// more than the store's error (a store may well sit on another FUSE file
+// system, so the hint never stops the attempt).
+bool ReadMountStats(const std::string& path, std::string* out, std::string* hint) {
+  hint->clear();
+  out->resize(XATTR_SIZE_MAX);
+  ssize_t n = ::getxattr(path.c_str(), "sepfs.stats", out->data(), out->size());
+  if (n >= 0) {
+    out->resize(static_cast<size_t>(n));
+    return true;
   }
+  out->clear();
   constexpr long kFuseMagic = 0x65735546;  // FUSE_SUPER_MAGIC
   struct statfs sf {};
   if (::statfs(path.c_str(), &sf) == 0 && sf.f_type == kFuseMagic) {
-    *why = path + ": not the root of a sepfs mount (give the mountpoint or the store)";
+    *hint = path + ": not the root of a sepfs mount (give the mountpoint or the store)";
   }
   return false;
 }
@@ -331,7 +333,6 @@ int CmdStats(const std::vector<std::string>& args) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  if (!why.empty()) return Fail("stats " + why);
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.read_only = true;
@@ -341,6 +342,7 @@ int CmdStats(const std::vector<std::string>& args) {
     if (st.err() == EBUSY) {
       return Fail(path + ": store is mounted; run sepfs stats on its mountpoint");
     }
+    if (!why.empty()) return Fail("stats " + why);
     return Fail("stats " + path + ": " + st.ToString());
   }
   std::fputs(f->StatsText().c_str(), stdout);
@@ -364,7 +366,6 @@ int CmdGc(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  if (!why.empty()) return Fail("gc " + why);
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.gc = "off";  // no background thread; the pass below runs in the foreground
@@ -372,6 +373,7 @@ int CmdGc(const std::vector<std::string>& args) {
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
     if (st.err() == EBUSY) return Fail(path + ": store is mounted; run sepfs gc on its mountpoint");
+    if (!why.empty()) return Fail("gc " + why);
     return Fail("gc " + path + ": " + st.ToString());
   }
   uint64_t n = 0;

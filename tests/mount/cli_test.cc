@@ -396,6 +396,15 @@ TEST_F(UnmountedTest, StatsAndHelp) {
     EXPECT_NE(r.exit_code, 0) << r.Describe();
     EXPECT_TRUE(Contains(r.err, "not the root of a sepfs mount")) << r.Describe();
   }
+  // A store that sits on a FUSE file system (here: this mount) is still a
+  // store: stats and gc open it.
+  r = RunSepfs({"mkfs", P("inner")});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  r = RunSepfs({"stats", P("inner")});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segments by class:")) << r.Describe();
+  r = RunSepfs({"gc", P("inner")});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Unmount());
   ASSERT_NO_FATAL_FAILURE(Mount({"gc_streams=2"}));
   r = RunSepfs({"stats", mnt()});
