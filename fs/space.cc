@@ -113,11 +113,9 @@ Status Filesystem::HaveMetaSpace(uint64_t bytes, MetaUse use) {
     const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
     return meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
   };
-  // Values are few and large: each reads the disk. Entries read it once a
-  // second, or on every call when little is left; data writes in between
-  // are charged by HaveSpace.
-  if (use == MetaUse::kValue || meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 ||
-      room() < (16ull << 20)) {
+  // The disk is read once a second, or on every call when little is left;
+  // data writes in between are charged by HaveSpace.
+  if (meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 || room() < (16ull << 20)) {
     SEPFS_RETURN_IF_ERROR(read_disk());
   }
   // The files of collected segments kept for the next ones are worth

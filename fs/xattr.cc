@@ -66,12 +66,11 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   }
   // A value that grows the LSM takes space as file data does, so a full
   // store refuses it; one that does not may use the entries' part of the
-  // reserve, as a rename does.
-  if (st.IsNotFound() || value.size() > old.size()) {
-    SEPFS_RETURN_IF_ERROR(HaveMetaSpace(name.size() + value.size(), MetaUse::kValue));
-  } else {
-    SEPFS_RETURN_IF_ERROR(HaveMetaSpace(kEntryBytes, MetaUse::kEntry));
-  }
+  // reserve. Either way the whole value is charged: LevelDB appends every
+  // version to its log and its tables until a compaction drops the old one.
+  const bool grows = st.IsNotFound() || value.size() > old.size();
+  SEPFS_RETURN_IF_ERROR(HaveMetaSpace(name.size() + value.size() + kEntryBytes,
+                                      grows ? MetaUse::kValue : MetaUse::kEntry));
   kv::InodeRecord r = in->rec;
   r.ctime = Now();
   kv::Batch b;

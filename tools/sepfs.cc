@@ -304,9 +304,10 @@ int CmdFsck(const std::vector<std::string>& args) {
 // the statistics in *out if `path` is such a root (the text has a fixed
 // number of lines, far below the 64 KiB a getxattr(2) can return).
 // Otherwise false, with *hint set when `path` lies on a FUSE mount: if it
-// cannot be opened as a store either, "not the root of a sepfs mount" says
-// more than the store's error (a store may well sit on another FUSE file
-// system, so the hint never stops the attempt).
+// cannot be opened as a store either and does not look like one, "not the
+// root of a sepfs mount" says more than the store's error (a store may
+// well sit on another FUSE file system, so the hint never stops the
+// attempt, and a damaged store there gets its own error).
 bool ReadMountStats(const std::string& path, std::string* out, std::string* hint) {
   hint->clear();
   out->resize(XATTR_SIZE_MAX);
@@ -342,7 +343,7 @@ int CmdStats(const std::vector<std::string>& args) {
     if (st.err() == EBUSY) {
       return Fail(path + ": store is mounted; run sepfs stats on its mountpoint");
     }
-    if (!why.empty()) return Fail("stats " + why);
+    if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("stats " + why);
     return Fail("stats " + path + ": " + st.ToString());
   }
   std::fputs(f->StatsText().c_str(), stdout);
@@ -373,7 +374,7 @@ int CmdGc(const std::vector<std::string>& args) {
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
     if (st.err() == EBUSY) return Fail(path + ": store is mounted; run sepfs gc on its mountpoint");
-    if (!why.empty()) return Fail("gc " + why);
+    if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("gc " + why);
     return Fail("gc " + path + ": " + st.ToString());
   }
   uint64_t n = 0;

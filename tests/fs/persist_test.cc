@@ -572,12 +572,15 @@ TEST_F(PersistTest, MkfsRefusesNonEmptyDirectoryEvenForced) {
   const std::string user = tmp_.Sub("user-dir");
   ASSERT_TRUE(std::filesystem::create_directory(user));
   std::ofstream(user + "/000001.log") << "mine";
-  std::filesystem::rename(dir + "/meta", dir + "/meta.old");
+  const std::string aside = tmp_.Sub("meta-aside");
+  std::filesystem::rename(dir + "/meta", aside);
   std::filesystem::create_directory_symlink(user, dir + "/meta");
-  EXPECT_EQ(Mkfs(dir, mo).err(), EEXIST);
+  st = Mkfs(dir, mo);
+  EXPECT_EQ(st.err(), EEXIST) << st.ToString();
+  EXPECT_NE(st.ToString().find("'meta'"), std::string::npos) << st.ToString();
   EXPECT_TRUE(std::filesystem::exists(user + "/000001.log"));
   std::filesystem::remove(dir + "/meta");
-  std::filesystem::rename(dir + "/meta.old", dir + "/meta");
+  std::filesystem::rename(aside, dir + "/meta");
   // What leveldb::RepairDB set aside (meta/lost/) is a store's too.
   ASSERT_TRUE(std::filesystem::create_directory(dir + "/meta/lost"));
   std::ofstream(dir + "/meta/lost/000005.ldb") << "t";
