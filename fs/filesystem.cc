@@ -30,6 +30,7 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;
   fs->inline_max_ = fs->store_->super().inline_max;
+  fs->counts_xattrs_ = fs->store_->super().version >= kv::kMetaFormatXattrCounts;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);
   // Every metadata sync (fsync, GC's quiesce and pointer swap, checkpoints,
   // inode leases) makes the records that written pointers name durable first.
@@ -221,10 +222,12 @@ Status Filesystem::ReclaimInode(uint64_t ino, bool bounded) {
   // 1 181 unlinks/s that way, and each rmdir after emptying 50 directories
   // took 60-115 ms. Unbounded, or without a readable record, every pointer
   // under the prefix goes; a file whose last block is a hole is scanned to
-  // the end either way.
+  // the end either way. Its xattrs, likewise, when the record counts their
+  // names (store format 5).
   uint64_t want = UINT64_MAX, last = UINT64_MAX, seen = 0;
   kv::InodeRecord r;
-  if (bounded && meta_->GetInode(ino, &r).ok()) {
+  const bool have_record = bounded && meta_->GetInode(ino, &r).ok();
+  if (have_record) {
     want = r.blocks;
     last = r.size == 0 ? 0 : (r.size - 1) / block_size_;
   }
@@ -241,11 +244,8 @@ Status Filesystem::ReclaimInode(uint64_t ino, bool bounded) {
           return seen < want || !kv::ParseBlockKey(key, &i, &block) || block < last;
         }));
   }
-  SEPFS_RETURN_IF_ERROR(
-      meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
-        b.Delete(key);
-        return true;
-      }));
+  SEPFS_RETURN_IF_ERROR(ScanXattrs(ino, have_record ? r.xattr_list_bytes : kv::kXattrsUnknown,
+                                   [&](std::string_view key, std::string_view) { b.Delete(key); }));
   b.Delete(kv::InodeKey(ino));
   b.Delete(kv::SymlinkKey(ino));
   b.Delete(kv::OrphanKey(ino));
@@ -401,6 +401,7 @@ Status Filesystem::NewInode(const Caller& c, const InodeRef& parent, uint32_t mo
   r.nlink = IsDir(mode) ? 2 : 1;
   r.rdev = rdev;
   r.atime = r.mtime = r.ctime = Now();
+  if (counts_xattrs_) r.xattr_list_bytes = 0;
   *out = r;
   return Status::OK();
 }

@@ -272,6 +272,13 @@ class Filesystem {
   // reclaims at mount and unmount scan the whole prefix, so pointers a
   // damaged record does not account for go too.
   Status ReclaimInode(uint64_t ino, bool bounded);
+  // Calls fn(key, name) for each key of the inode's xattr range, in order
+  // (name empty for a key that does not parse). With list_bytes known (a
+  // record's xattr_list_bytes) the scan stops once the names add up to it,
+  // instead of walking the deletion markers of the xattrs of inodes deleted
+  // after it; kv::kXattrsUnknown scans the whole range.
+  Status ScanXattrs(uint64_t ino, uint32_t list_bytes,
+                    const std::function<void(std::string_view key, std::string_view name)>& fn);
   Status ReclaimOrphans();
   // Segment live counts at mount: RestoreLiveCounts takes the ones persisted
   // at the last clean unmount (restored=false if there are none usable);
@@ -371,6 +378,9 @@ class Filesystem {
   std::unique_ptr<kv::InodeAllocator> alloc_;
   uint32_t block_size_ = 0;
   uint32_t inline_max_ = 0;  // blocks up to this size are stored inline; 0: none
+  // Store format 5+: new inodes count their xattr names' bytes
+  // (kv::InodeRecord::xattr_list_bytes); older stores keep them unknown.
+  bool counts_xattrs_ = false;
   bool opened_ = false;  // Open() completed
   bool closed_ = false;
 

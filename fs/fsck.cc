@@ -20,6 +20,8 @@ struct InodeInfo {
   uint32_t nlink = 0;
   uint64_t size = 0;
   uint64_t blocks = 0;
+  uint32_t xattr_list_bytes = kv::kXattrsUnknown;  // as the record says
+  uint64_t xattr_names_seen = 0;                   // bytes of the names found
   uint32_t links_seen = 0;    // entries naming it
   uint32_t subdirs_seen = 0;  // directories: child directories
   bool reachable = false;
@@ -84,6 +86,7 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
     info.nlink = r.nlink;
     info.size = r.size;
     info.blocks = r.blocks;
+    info.xattr_list_bytes = r.xattr_list_bytes;
     max_ino = std::max(max_ino, ino);
     return true;
   }));
@@ -354,12 +357,26 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   SEPFS_RETURN_IF_ERROR(scan(kv::kTagXattr, [&](std::string_view key, std::string_view) {
     uint64_t ino;
     std::string_view name;
-    if (!kv::ParseXattrKey(key, &ino, &name) || !inodes.count(ino)) {
+    auto it = kv::ParseXattrKey(key, &ino, &name) ? inodes.find(ino) : inodes.end();
+    if (it == inodes.end()) {
       err(FsckKind::kXattrNoInode, "xattr " + kv::DescribeKey(key) + " of a missing inode", ino,
           key);
+    } else {
+      it->second.xattr_names_seen += name.size() + 1;
     }
     return true;
   }));
+  // A count that differs from the names would cut scans short (or make
+  // them walk on): its xattrs would be listed, or reclaimed, in part.
+  for (const auto& [ino, info] : inodes) {
+    if (info.xattr_list_bytes != kv::kXattrsUnknown &&
+        info.xattr_list_bytes != info.xattr_names_seen) {
+      err(FsckKind::kXattrCount,
+          Ino(ino) + ": xattr names counted as " + std::to_string(info.xattr_list_bytes) +
+              " bytes, its xattrs hold " + std::to_string(info.xattr_names_seen),
+          ino, {}, info.xattr_names_seen);
+    }
+  }
   std::unordered_map<uint64_t, uint64_t> targets;  // symlink -> target length
   SEPFS_RETURN_IF_ERROR(scan(kv::kTagSymlink, [&](std::string_view key, std::string_view value) {
     const uint64_t ino = key.size() == 9 ? kv::GetBE64(key.data() + 1) : 0;

@@ -53,6 +53,7 @@ enum class FsckKind {
   kPointerBadRecord,     // key, ino, block: record does not verify
   kBlockCount,           // ino; value: 512-byte units its pointers hold
   kXattrNoInode,         // key
+  kXattrCount,           // ino; value: bytes of its xattr names (each with a NUL)
   kSymlinkNoInode,       // key, ino: target of a missing or non-symlink inode
   kSymlinkMissing,       // ino: symlink inode without a target
   kSymlinkSize,          // ino; value: the target's length

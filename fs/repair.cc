@@ -454,6 +454,20 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
             }));
         Change(Describe(f.ino) + ": symlink without a target deleted");
         break;
+      case FsckKind::kXattrCount: {
+        kv::InodeRecord ir;
+        Status st = meta_->GetInode(f.ino, &ir);
+        if (st.IsNotFound()) break;  // deleted by an earlier fix
+        SEPFS_RETURN_IF_ERROR(st);
+        const uint32_t count =
+            f.value < kv::kXattrsUnknown ? static_cast<uint32_t>(f.value) : kv::kXattrsUnknown;
+        Change(Describe(f.ino) + ": xattr names counted as " +
+               std::to_string(ir.xattr_list_bytes) + " bytes -> " + std::to_string(f.value));
+        ir.xattr_list_bytes = count;
+        batch_.PutInode(ir);
+        SEPFS_RETURN_IF_ERROR(Commit(true));
+        break;
+      }
       case FsckKind::kSymlinkSize: {
         kv::InodeRecord ir;
         SEPFS_RETURN_IF_ERROR(meta_->GetInode(f.ino, &ir));

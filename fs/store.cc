@@ -189,6 +189,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   root.gid = ::getegid();
   root.nlink = 2;
   root.atime = root.mtime = root.ctime = Now();
+  root.xattr_list_bytes = 0;  // format 5 (kv::kMetaFormatXattrCounts)
 
   kv::Batch b;
   b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));

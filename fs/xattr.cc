@@ -52,14 +52,14 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
     // listxattr(2) returns at most XATTR_LIST_MAX bytes of names: a name
     // that would not fit in the list is refused, as ext4 refuses one that
     // does not fit its xattr block.
-    uint64_t listed = 0;
-    SEPFS_RETURN_IF_ERROR(
-        meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
-          uint64_t i;
-          std::string_view n;
-          if (kv::ParseXattrKey(key, &i, &n)) listed += n.size() + 1;
-          return true;
-        }));
+    uint64_t listed = in->rec.xattr_list_bytes;
+    if (!in->rec.xattrs_known()) {
+      listed = 0;
+      SEPFS_RETURN_IF_ERROR(ScanXattrs(ino, kv::kXattrsUnknown,
+                                       [&](std::string_view, std::string_view n) {
+                                         listed += n.empty() ? 0 : n.size() + 1;
+                                       }));
+    }
     if (listed + name.size() + 1 > XATTR_LIST_MAX) {
       return Status::NoSpace("the file's xattr names would not fit a listxattr reply");
     }
@@ -73,11 +73,13 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
                                       grows ? MetaUse::kValue : MetaUse::kEntry));
   kv::InodeRecord r = in->rec;
   r.ctime = Now();
+  if (st.IsNotFound() && r.xattrs_known()) r.xattr_list_bytes += name.size() + 1;
   kv::Batch b;
   b.Put(kv::XattrKey(ino, name), value);
   b.PutInode(r);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
+  in->rec.xattr_list_bytes = r.xattr_list_bytes;
   if (temperature) in->temperature = value == "cold" ? 1 : 0;
   return Status::OK();
 }
@@ -95,14 +97,30 @@ Status Filesystem::GetXattr(uint64_t ino, std::string_view name, std::string* va
 
 Status Filesystem::ListXattr(uint64_t ino, std::string* names) {
   names->clear();
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::lock_guard<std::mutex> il(in->mu);  // the count and the names agree
+  return ScanXattrs(ino, in->rec.xattr_list_bytes, [&](std::string_view, std::string_view name) {
+    if (name.empty()) return;
+    names->append(name);
+    names->push_back('\0');
+  });
+}
+
+Status Filesystem::ScanXattrs(
+    uint64_t ino, uint32_t list_bytes,
+    const std::function<void(std::string_view key, std::string_view name)>& fn) {
+  if (list_bytes == 0) return Status::OK();
+  const bool known = list_bytes != kv::kXattrsUnknown;
+  uint64_t seen = 0;
   return meta_->ScanPrefix(kv::XattrPrefix(ino), [&](std::string_view key, std::string_view) {
     uint64_t i;
     std::string_view name;
-    if (kv::ParseXattrKey(key, &i, &name)) {
-      names->append(name);
-      names->push_back('\0');
-    }
-    return true;
+    if (!kv::ParseXattrKey(key, &i, &name)) name = {};
+    fn(key, name);
+    seen += name.empty() ? 0 : name.size() + 1;
+    return !known || seen < list_bytes;
   });
 }
 
@@ -118,11 +136,17 @@ Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
   SEPFS_RETURN_IF_ERROR(st);
   kv::InodeRecord r = in->rec;
   r.ctime = Now();
+  if (r.xattrs_known()) {
+    // A count too low to hold the name is damage: unknown is always safe.
+    r.xattr_list_bytes = r.xattr_list_bytes > name.size() ? r.xattr_list_bytes - (name.size() + 1)
+                                                          : kv::kXattrsUnknown;
+  }
   kv::Batch b;
   b.Delete(kv::XattrKey(ino, name));
   b.PutInode(r);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
+  in->rec.xattr_list_bytes = r.xattr_list_bytes;
   if (name == kTemperatureXattr) in->temperature = 0;
   return Status::OK();
 }

@@ -11,6 +11,9 @@ constexpr char kBlockValueVlogTag = 'P';
 constexpr char kBlockValueInlineTag = 'D';
 
 constexpr size_t kInodeEncodedSize = 1 + 8 + 4 * 4 + 8 * 3 + 3 * (8 + 4);
+// Version 2: version 1 followed by xattr_list_bytes(4).
+constexpr uint8_t kInodeVersionXattrs = 2;
+constexpr size_t kInodeEncodedSizeXattrs = kInodeEncodedSize + 4;
 constexpr size_t kDirEntryEncodedSize = 1 + 8 + 4;
 // The superblock starts with a header every format version keeps:
 // record version(1) magic(8) format version(4).
@@ -97,8 +100,8 @@ Status CheckShape(std::string_view what, std::string_view src, size_t want) {
 }  // namespace
 
 std::string EncodeInode(const InodeRecord& r) {
-  Writer w(kInodeEncodedSize);
-  w.U8(kRecordVersion);
+  Writer w(kInodeEncodedSizeXattrs);
+  w.U8(r.xattrs_known() ? kInodeVersionXattrs : kRecordVersion);
   w.U64(r.ino);
   w.U32(r.mode);
   w.U32(r.uid);
@@ -110,11 +113,20 @@ std::string EncodeInode(const InodeRecord& r) {
   w.Time(r.atime);
   w.Time(r.mtime);
   w.Time(r.ctime);
+  if (r.xattrs_known()) w.U32(r.xattr_list_bytes);
   return w.Take();
 }
 
 Status DecodeInode(std::string_view src, InodeRecord* r) {
-  SEPFS_RETURN_IF_ERROR(CheckShape("inode", src, kInodeEncodedSize));
+  const bool v2 = !src.empty() && static_cast<uint8_t>(src[0]) == kInodeVersionXattrs;
+  if (v2) {
+    if (src.size() != kInodeEncodedSizeXattrs) {
+      return Status::Corruption("inode record has " + std::to_string(src.size()) +
+                                " bytes, expected " + std::to_string(kInodeEncodedSizeXattrs));
+    }
+  } else {
+    SEPFS_RETURN_IF_ERROR(CheckShape("inode", src, kInodeEncodedSize));
+  }
   Reader in(src.substr(1));
   InodeRecord out;
   out.ino = in.U64();
@@ -128,6 +140,10 @@ Status DecodeInode(std::string_view src, InodeRecord* r) {
   out.atime = in.Time();
   out.mtime = in.Time();
   out.ctime = in.Time();
+  if (v2) {
+    out.xattr_list_bytes = in.U32();
+    if (!out.xattrs_known()) return Status::Corruption("inode record is malformed");
+  }
   if (!in.done()) return Status::Corruption("inode record is malformed");
   *r = out;
   return Status::OK();

@@ -19,6 +19,9 @@ struct Timespec {
   bool operator==(const Timespec&) const = default;
 };
 
+// InodeRecord::xattr_list_bytes when not recorded.
+constexpr uint32_t kXattrsUnknown = UINT32_MAX;
+
 struct InodeRecord {
   uint64_t ino = 0;
   uint32_t mode = 0;   // type and permission bits, as st_mode
@@ -29,6 +32,14 @@ struct InodeRecord {
   uint64_t rdev = 0;
   uint64_t blocks = 0;  // 512-byte units allocated (st_blocks)
   Timespec atime, mtime, ctime;
+  // What listxattr(2) of the inode returns, in bytes: each stored xattr
+  // name with its NUL. Changed in the batch that adds or removes a name,
+  // so a scan of the inode's xattrs can stop at its last one instead of
+  // walking the deletion markers behind it. kXattrsUnknown in stores
+  // before format 5 and in records repair made: then only a scan to the
+  // end of the range knows. Encoded as record version 2 when known.
+  uint32_t xattr_list_bytes = kXattrsUnknown;
+  bool xattrs_known() const { return xattr_list_bytes != kXattrsUnknown; }
   bool operator==(const InodeRecord&) const = default;
 };
 std::string EncodeInode(const InodeRecord& r);
@@ -65,15 +76,18 @@ constexpr uint64_t kSuperMagic = 0x3153465350455359ull;  // "YEPSFS1"-ish tag
 // 3, block values may hold inline data, and the superblock its limit;
 // 4, vLog segment files may be recycled (version-2 segment headers,
 // vlog/format.h), which binaries of version 3 would take for damage and
-// repair away. Older stores are still mounted: version 1 keeps to the hot
+// repair away; 5, inode records may be of version 2 (with
+// xattr_list_bytes), which binaries of version 4 cannot decode, and their
+// xattr changes would leave the count wrong. Older stores are still mounted: version 1 keeps to the hot
 // and cold streams, versions 1 and 2 never inline data, versions 1 to 3
 // never recycle a segment file (a store of an older format that holds a
 // recycled segment, from the binaries of 2026-11-24, is raised to 4 when
 // opened for writing: fs::Store::Open).
-constexpr uint32_t kMetaFormatVersion = 4;
+constexpr uint32_t kMetaFormatVersion = 5;
 constexpr uint32_t kMetaFormatLifetimeStreams = 2;
 constexpr uint32_t kMetaFormatInlineData = 3;
 constexpr uint32_t kMetaFormatRecycledSegments = 4;
+constexpr uint32_t kMetaFormatXattrCounts = 5;
 
 // Bounds of the store geometry: mkfs refuses values outside them, and so
 // does DecodeSuperblock (with Corruption), so no crafted superblock reaches

@@ -75,6 +75,32 @@ class RepairTest : public FsTest {
   }
 };
 
+// A record whose xattr count differs from its names is found and set to
+// what the names hold.
+TEST_F(RepairTest, WrongXattrCountIsRecounted) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "1", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.b", "2", 0));
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord r;
+    ASSERT_OK(meta->GetInode(f, &r));
+    r.xattr_list_bytes = 7;
+    b->PutInode(r);
+  });
+  FsckReport check;
+  RunFsck(&check);
+  EXPECT_TRUE(HasKind(check, FsckKind::kXattrCount));
+  RepairReport rep;
+  ASSERT_NO_FATAL_FAILURE(RepairClean(&rep));
+  EXPECT_NE(Changes(rep).find("xattr names counted as 7 bytes -> 14"), std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names, std::string("user.a\0user.b\0", 14));
+}
+
 TEST_F(RepairTest, CleanStoreIsLeftAlone) {
   const uint64_t f = Create(kRoot, "f");
   WriteFile(f, Payload(1, 100000));

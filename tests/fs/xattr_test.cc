@@ -161,5 +161,101 @@ TEST_F(XattrTest, PersistAcrossReopen) {
   ExpectFsckClean();
 }
 
+// Store format 5: a record counts its xattr names' bytes (what listxattr
+// returns), changed in the batch that adds or removes a name.
+TEST_F(XattrTest, RecordsCountTheirNames) {
+  EXPECT_EQ(fs_->store()->super().version, kv::kMetaFormatXattrCounts);
+  EXPECT_EQ(Attr(kRoot).xattr_list_bytes, 0u);
+  const uint64_t f = Create(kRoot, "f");
+  EXPECT_EQ(Attr(f).xattr_list_bytes, 0u);
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "1", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.bb", "2", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.bb", "22222", 0));  // a new value, no new name
+  ASSERT_OK(fs_->SetXattr(f, "user.ccc", "3", XATTR_CREATE));
+  EXPECT_ERRNO(fs_->SetXattr(f, "user.ccc", "3", XATTR_CREATE), EEXIST);
+  ASSERT_OK(fs_->RemoveXattr(f, "user.a"));
+  EXPECT_ERRNO(fs_->RemoveXattr(f, "user.a"), ENODATA);
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names, std::string("user.bb\0user.ccc\0", 17));
+  EXPECT_EQ(Attr(f).xattr_list_bytes, 17u);
+  Reopen();
+  kv::InodeRecord stored;
+  ASSERT_OK(fs_->store()->meta()->GetInode(f, &stored));
+  EXPECT_EQ(stored.xattr_list_bytes, 17u);
+  ExpectFsckClean();
+}
+
+// Scans of a file's xattrs end at the name that completes the count: they
+// miss none of its names, even with the deletion markers of the xattrs of
+// files deleted after it right behind them, and they do use the count (a
+// record that counts only the first name lists only that one).
+TEST_F(XattrTest, ScansStopAtTheCountedNames) {
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 40; i++) {
+    const uint64_t f = Create(kRoot, "f" + std::to_string(i));
+    files.push_back(f);
+    for (int k = 0; k < i % 4; k++) {
+      ASSERT_OK(fs_->SetXattr(f, "user.k" + std::to_string(k), "v", 0));
+    }
+  }
+  // Reverse order: each reclaim has the markers of the later files behind it.
+  for (size_t i = files.size(); i-- > 4;) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(files[3], &names));
+  EXPECT_EQ(names, std::string("user.k0\0user.k1\0user.k2\0", 24));
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagXattr)), 0u + 1 + 2 + 3);
+  ExpectFsckClean();
+
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord r;
+    ASSERT_OK(meta->GetInode(files[3], &r));
+    r.xattr_list_bytes = 8;  // "user.k0" and its NUL
+    b->PutInode(r);
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  ASSERT_OK(fs_->ListXattr(files[3], &names));
+  EXPECT_EQ(names, std::string("user.k0\0", 8));
+}
+
+// Stores of format 4 and older keep their records at version 1 (which the
+// binaries of format 4 read): the count stays unknown, scans go to the end
+// of the range, and nothing is missed.
+TEST_F(XattrTest, OlderStoresKeepCountsUnknown) {
+  CloseFs();
+  Damage([](kv::MetaStore* meta, kv::Batch* b) {
+    kv::Superblock sb;
+    ASSERT_OK(meta->GetSuperblock(&sb));
+    sb.version = kv::kMetaFormatRecycledSegments;
+    b->Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const uint64_t f = Create(kRoot, "f");
+  const uint64_t g = Create(kRoot, "g");
+  EXPECT_FALSE(Attr(f).xattrs_known());
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "1", 0));
+  ASSERT_OK(fs_->SetXattr(f, "user.b", "2", 0));
+  ASSERT_OK(fs_->SetXattr(g, "user.c", "3", 0));
+  ASSERT_OK(fs_->RemoveXattr(f, "user.a"));
+  std::string names;
+  ASSERT_OK(fs_->ListXattr(f, &names));
+  EXPECT_EQ(names, std::string("user.b\0", 7));
+  std::string raw;
+  ASSERT_OK(fs_->store()->meta()->Get(kv::InodeKey(f), &raw));
+  ASSERT_FALSE(raw.empty());
+  EXPECT_EQ(raw[0], 1) << "record version";
+  ASSERT_OK(fs_->Unlink(kRoot, "g"));
+  fs_->Forget(g, 1);
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  fs_->Forget(f, 1);
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagXattr)), 0u);
+  ExpectFsckClean();
+  EXPECT_EQ(fs_->store()->super().version, kv::kMetaFormatRecycledSegments);
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing

@@ -71,6 +71,32 @@ TEST(Records, InodeRejectsBadInput) {
   }
 }
 
+// A record that knows its xattr names' bytes is version 2: version 1 with
+// the count after it. One that does not stays version 1, which binaries of
+// store format 4 read.
+TEST(Records, InodeWithXattrCountIsVersion2) {
+  InodeRecord r = SampleInode();
+  EXPECT_FALSE(r.xattrs_known());
+  EXPECT_EQ(EncodeInode(r).size(), 85u);
+  for (uint32_t bytes : {0u, 7u, 65536u}) {
+    r.xattr_list_bytes = bytes;
+    const std::string enc = EncodeInode(r);
+    EXPECT_EQ(enc[0], 2);
+    EXPECT_EQ(enc.size(), 89u);
+    InodeRecord back;
+    ASSERT_TRUE(DecodeInode(enc, &back).ok());
+    EXPECT_EQ(back, r);
+    EXPECT_TRUE(back.xattrs_known());
+    ExpectRejectsTruncatedAndExtended<InodeRecord>(
+        enc, [](std::string_view s, InodeRecord* out) { return DecodeInode(s, out); });
+  }
+  // The "unknown" value is never written as a version-2 count.
+  std::string bad = EncodeInode(r);
+  bad.replace(85, 4, "\xff\xff\xff\xff");
+  InodeRecord out;
+  EXPECT_TRUE(DecodeInode(bad, &out).IsCorruption());
+}
+
 TEST(Records, InodeDecodeFailureLeavesOutputAlone) {
   InodeRecord out = SampleInode();
   EXPECT_FALSE(DecodeInode("\x01short", &out).ok());

@@ -193,7 +193,7 @@ TEST_F(NoStoreTest, InlineLimitIsSetAtMkfs) {
   EXPECT_TRUE(SameBytes(ReadFile(P("large")), large));
   r = RunSepfs({"stats", mnt()});
   EXPECT_TRUE(Contains(r.out, "inline max 16384")) << r.Describe();
-  EXPECT_TRUE(Contains(r.out, "format 4,")) << r.Describe();  // kv::kMetaFormatVersion
+  EXPECT_TRUE(Contains(r.out, "format 5,")) << r.Describe();  // kv::kMetaFormatVersion
   ASSERT_NO_FATAL_FAILURE(Unmount());
   r = FsckResult();
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
