@@ -455,6 +455,9 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
         Change(Describe(f.ino) + ": symlink without a target deleted");
         break;
       case FsckKind::kXattrCount: {
+        // An earlier fix (an orphan's reclaim) may have deleted the inode in
+        // the pending batch: a record read past it would come back.
+        SEPFS_RETURN_IF_ERROR(Commit(true));
         kv::InodeRecord ir;
         Status st = meta_->GetInode(f.ino, &ir);
         if (st.IsNotFound()) break;  // deleted by an earlier fix

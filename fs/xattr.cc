@@ -97,15 +97,23 @@ Status Filesystem::GetXattr(uint64_t ino, std::string_view name, std::string* va
 
 Status Filesystem::ListXattr(uint64_t ino, std::string* names) {
   names->clear();
-  std::shared_lock<std::shared_mutex> ns(ns_mu_);
-  InodeRef in;
-  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
-  std::lock_guard<std::mutex> il(in->mu);  // the count and the names agree
-  return ScanXattrs(ino, in->rec.xattr_list_bytes, [&](std::string_view, std::string_view name) {
+  auto append = [&](std::string_view, std::string_view name) {
     if (name.empty()) return;
     names->append(name);
     names->push_back('\0');
-  });
+  };
+  std::shared_lock<std::shared_mutex> ns(ns_mu_);
+  InodeRef in;
+  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+  std::unique_lock<std::mutex> il(in->mu);
+  // A count bounds the scan only if no name changes meanwhile; without
+  // one, the whole range is read without the locks, as it always was.
+  const uint32_t list_bytes = in->rec.xattr_list_bytes;
+  if (list_bytes == kv::kXattrsUnknown) {
+    il.unlock();
+    ns.unlock();
+  }
+  return ScanXattrs(ino, list_bytes, append);
 }
 
 Status Filesystem::ScanXattrs(

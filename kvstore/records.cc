@@ -140,10 +140,9 @@ Status DecodeInode(std::string_view src, InodeRecord* r) {
   out.atime = in.Time();
   out.mtime = in.Time();
   out.ctime = in.Time();
-  if (v2) {
-    out.xattr_list_bytes = in.U32();
-    if (!out.xattrs_known()) return Status::Corruption("inode record is malformed");
-  }
+  // A version-2 count of 0xffffffff (never written) reads as unknown: as
+  // safe as any count, and the rest of the record stays readable.
+  if (v2) out.xattr_list_bytes = in.U32();
   if (!in.done()) return Status::Corruption("inode record is malformed");
   *r = out;
   return Status::OK();

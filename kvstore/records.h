@@ -37,7 +37,8 @@ struct InodeRecord {
   // so a scan of the inode's xattrs can stop at its last one instead of
   // walking the deletion markers behind it. kXattrsUnknown in stores
   // before format 5 and in records repair made: then only a scan to the
-  // end of the range knows. Encoded as record version 2 when known.
+  // end of the range knows. Encoded as record version 2 when known (a
+  // version-2 record holding kXattrsUnknown decodes as unknown).
   uint32_t xattr_list_bytes = kXattrsUnknown;
   bool xattrs_known() const { return xattr_list_bytes != kXattrsUnknown; }
   bool operator==(const InodeRecord&) const = default;

@@ -101,6 +101,31 @@ TEST_F(RepairTest, WrongXattrCountIsRecounted) {
   EXPECT_EQ(names, std::string("user.a\0user.b\0", 14));
 }
 
+// An orphan (unlinked while open, then a crash) whose count is wrong too is
+// reclaimed, not brought back by the recount.
+TEST_F(RepairTest, OrphanWithWrongXattrCountStaysReclaimed) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->SetXattr(f, "user.a", "1", 0));
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    kv::InodeRecord r;
+    ASSERT_OK(meta->GetInode(f, &r));
+    r.nlink = 0;
+    r.xattr_list_bytes = 3;
+    b->PutInode(r);
+    b->DeleteDentry(kRoot, "f");
+    b->Put(kv::OrphanKey(f), "");
+  });
+  RepairReport rep;
+  ASSERT_NO_FATAL_FAILURE(RepairClean(&rep));
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kOrphan));
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kXattrCount));
+  auto s = OpenStore();
+  std::string raw;
+  EXPECT_TRUE(s->meta()->Get(kv::InodeKey(f), &raw).IsNotFound());
+  EXPECT_TRUE(s->meta()->Get(kv::XattrKey(f, "user.a"), &raw).IsNotFound());
+}
+
 TEST_F(RepairTest, CleanStoreIsLeftAlone) {
   const uint64_t f = Create(kRoot, "f");
   WriteFile(f, Payload(1, 100000));

@@ -220,6 +220,12 @@ TEST_F(XattrTest, ScansStopAtTheCountedNames) {
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   ASSERT_OK(fs_->ListXattr(files[3], &names));
   EXPECT_EQ(names, std::string("user.k0\0", 8));
+  // The reclaim trusts the count too: the two names it does not cover stay
+  // (for fsck to report), the counted one goes.
+  ASSERT_OK(fs_->Unlink(kRoot, "f3"));
+  fs_->Forget(files[3], 1);
+  EXPECT_EQ(KeysWithPrefix(kv::XattrPrefix(files[3])), 2u);
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagXattr)), 0u + 1 + 2 + 2);
 }
 
 // Stores of format 4 and older keep their records at version 1 (which the
@@ -227,11 +233,16 @@ TEST_F(XattrTest, ScansStopAtTheCountedNames) {
 // of the range, and nothing is missed.
 TEST_F(XattrTest, OlderStoresKeepCountsUnknown) {
   CloseFs();
+  // As a binary of format 4 made it: the root's record is version 1 too.
   Damage([](kv::MetaStore* meta, kv::Batch* b) {
     kv::Superblock sb;
     ASSERT_OK(meta->GetSuperblock(&sb));
     sb.version = kv::kMetaFormatRecycledSegments;
     b->Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+    kv::InodeRecord root;
+    ASSERT_OK(meta->GetInode(kRoot, &root));
+    root.xattr_list_bytes = kv::kXattrsUnknown;
+    b->PutInode(root);
   });
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   const uint64_t f = Create(kRoot, "f");
@@ -244,15 +255,18 @@ TEST_F(XattrTest, OlderStoresKeepCountsUnknown) {
   std::string names;
   ASSERT_OK(fs_->ListXattr(f, &names));
   EXPECT_EQ(names, std::string("user.b\0", 7));
-  std::string raw;
-  ASSERT_OK(fs_->store()->meta()->Get(kv::InodeKey(f), &raw));
-  ASSERT_FALSE(raw.empty());
-  EXPECT_EQ(raw[0], 1) << "record version";
+  ASSERT_OK(fs_->SetXattr(kRoot, "user.r", "1", 0));
+  for (uint64_t ino : {f, kRoot}) {
+    std::string raw;
+    ASSERT_OK(fs_->store()->meta()->Get(kv::InodeKey(ino), &raw));
+    ASSERT_FALSE(raw.empty());
+    EXPECT_EQ(raw[0], 1) << "record version of inode " << ino;
+  }
   ASSERT_OK(fs_->Unlink(kRoot, "g"));
   fs_->Forget(g, 1);
   ASSERT_OK(fs_->Unlink(kRoot, "f"));
   fs_->Forget(f, 1);
-  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagXattr)), 0u);
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagXattr)), 1u) << "the root's";
   ExpectFsckClean();
   EXPECT_EQ(fs_->store()->super().version, kv::kMetaFormatRecycledSegments);
 }
