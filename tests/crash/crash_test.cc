@@ -396,6 +396,19 @@ class CrashCase {
         }
         for (auto& [p, e] : moved) ns_[p] = e;
       }
+    } else if (dice < 87 && Rand(2) == 0) {  // an xattr set or removed (its count with it)
+      const auto paths = Paths(true, true);
+      if (paths.empty()) return Status::OK();
+      const std::string p = paths[Rand(paths.size())];
+      const std::string name = "user.x" + std::to_string(Rand(3));
+      if (Rand(3) == 0) {
+        w << "removexattr " << p << " " << name;
+        st = fs_->RemoveXattr(ns_[p].ino, name);
+        if (st.err() == ENODATA) st = Status::OK();
+      } else {
+        w << "setxattr " << p << " " << name;
+        st = fs_->SetXattr(ns_[p].ino, name, std::string(1 + Rand(300), 'v'), 0);
+      }
     } else if (dice < 88) {  // link
       const auto files = Paths(false, true);
       if (files.empty()) return Status::OK();
