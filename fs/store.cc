@@ -3,14 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "fs/clock.h"
 #include "fs/live_journal.h"
-#include "vlog/format.h"
+#include "fs/old_store.h"
 
 namespace sepfs::fs {
 
@@ -54,88 +53,6 @@ Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
   return Status::OK();
 }
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// A name LevelDB gives a file of its directory.
-bool IsLevelDbFileName(std::string_view n) {
-  if (n == "CURRENT" || n == "LOCK" || n == "LOG" || n == "LOG.old") return true;
-  if (n.starts_with("MANIFEST-")) return AllDigits(n.substr(9));
-  for (std::string_view ext : {".log", ".ldb", ".sst", ".dbtmp"}) {
-    if (n.ends_with(ext)) return AllDigits(n.substr(0, n.size() - ext.size()));
-  }
-  return false;
-}
-
-bool IsVlogFileName(std::string_view n) {
-  uint32_t id;
-  return vlog::ParseSegmentFileName(n, &id) || vlog::ParseFreeFileName(n, &id);
-}
-
-// lstat: a symbolic link is neither.
-bool IsDirectory(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool IsRegularFile(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-Status NotAStore(const std::string& dir, const std::string& what) {
-  return Status::FromErrno(EEXIST, dir + ": directory is not empty ('" + what +
-                                       "' is not part of a sepfs store; mkfs --force "
-                                       "replaces only a store): choose an empty directory");
-}
-
-// Appends the files of dir/sub, all named as `named` allows, then dir/sub
-// itself. lost_ok: a subdirectory lost/ of such files may be there too
-// (leveldb::RepairDB moves what it cannot use there).
-Status StoreDirFiles(Env* env, const std::string& dir, const std::string& sub,
-                     bool (*named)(std::string_view), bool lost_ok,
-                     std::vector<std::string>* out) {
-  const std::string path = dir + "/" + sub;
-  if (!IsDirectory(path)) return NotAStore(dir, sub);
-  std::vector<std::string> files;
-  SEPFS_RETURN_IF_ERROR(env->ListDir(path, &files));
-  for (const auto& f : files) {
-    if (lost_ok && f == "lost") {
-      SEPFS_RETURN_IF_ERROR(StoreDirFiles(env, dir, sub + "/lost", named, false, out));
-      continue;
-    }
-    if (!named(f) || !IsRegularFile(path + "/" + f)) return NotAStore(dir, sub + "/" + f);
-    out->push_back(path + "/" + f);
-  }
-  out->push_back(path);
-  return Status::OK();
-}
-
-// The paths of what an earlier store (or an interrupted mkfs) left in
-// `dir`, each directory after its files; EEXIST naming the first thing
-// that is not a store's: a name sepfs or LevelDB never makes, a
-// subdirectory, or a link. lost+found (a disk's root) stays and does not
-// count. mkfs checks all before it removes any, so it never deletes what
-// is not a store's, --force or not.
-Status OldStoreFiles(Env* env, const std::string& dir, std::vector<std::string>* out) {
-  std::vector<std::string> names;
-  SEPFS_RETURN_IF_ERROR(env->ListDir(dir, &names));
-  for (const auto& n : names) {
-    const std::string path = dir + "/" + n;
-    if (n == "lost+found") continue;
-    if (n == "LOCK" || n == "sepfs.log") {
-      if (!IsRegularFile(path)) return NotAStore(dir, n);
-      out->push_back(path);
-      continue;
-    }
-    const bool meta = n == "meta";
-    if (!meta && n != "vlog") return NotAStore(dir, n);
-    SEPFS_RETURN_IF_ERROR(StoreDirFiles(env, dir, n, meta ? IsLevelDbFileName : IsVlogFileName,
-                                        /*lost_ok=*/meta, out));
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 Status Mkfs(const std::string& dir, const MkfsOptions& options) {
@@ -143,9 +60,9 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   Env* env = Env::Default();
   Status st = env->CreateDir(dir);
   if (!st.ok() && st.err() != EEXIST) return st;
-  std::vector<std::string> doomed;  // files of an old store, parents after children
-  SEPFS_RETURN_IF_ERROR(OldStoreFiles(env, dir, &doomed));
-  if (!doomed.empty()) {
+  std::unique_ptr<OldStore> old;
+  SEPFS_RETURN_IF_ERROR(OldStore::Find(dir, &old));
+  if (!old->empty()) {
     if (!options.force) {
       return Status::FromErrno(EEXIST, dir + (LooksLikeStore(env, dir)
                                                   ? ": already a sepfs store (use --force to "
@@ -155,11 +72,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
     }
     std::unique_ptr<FileLock> lock;
     SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir), &lock));
-    for (const auto& path : doomed) {
-      if (path == LockPath(dir)) continue;
-      Status st = IsDirectory(path) ? env->RemoveDir(path) : env->RemoveFile(path);
-      if (!st.ok() && st.err() != ENOENT) return st;
-    }
+    SEPFS_RETURN_IF_ERROR(old->Remove());
   }
   if (::chmod(dir.c_str(), 0700) != 0) return Status::FromErrno(errno, dir + ": chmod");
 
