@@ -415,6 +415,8 @@ class Filesystem {
   bool flusher_kick_ = false;
   std::thread flusher_;
 
+  // Taken after ns_mu_ and Inode::mu when held (HaveMetaSpace), never
+  // before them; under it only the vLog's and MetaStore's own locks.
   std::mutex space_mu_;
   uint64_t space_checked_at_ = 0;  // bytes written when free space was last read
   uint64_t space_avail_ = 0;
