@@ -4,7 +4,11 @@
 // mkfs never deletes what is not a store's, --force or not: every name is
 // checked before anything goes, and the removal works on descriptors of the
 // directories it checked, so a directory swapped for a link meanwhile is
-// never followed (a file swapped for a link loses the link, not its target).
+// never followed (a file swapped for a link loses the link, not its target;
+// a directory swapped for another under the same name is removed only if
+// it is empty). The store directory itself is opened by its path, as every
+// other step of mkfs reaches it: a path through a link someone else can
+// change is the caller's to avoid.
 #pragma once
 
 #include <memory>

@@ -339,10 +339,17 @@ class PosixEnv final : public Env {
   }
 
   Status LockFile(const std::string& path, std::unique_ptr<FileLock>* out) override {
-    Fd fd(OpenRetry(path.c_str(), O_RDWR | O_CREAT, kFileMode));
-    if (fd.get() < 0) return PosixError(errno, path, "open lock file");
+    // Never through a link: the file gets fchmod'ed, and a store directory
+    // that others could write to (before mkfs makes it 0700) could point it
+    // anywhere.
+    Fd fd(OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, kFileMode));
+    if (fd.get() < 0) {
+      if (errno == ELOOP) return PosixError(ELOOP, path, "lock file is a symbolic link");
+      return PosixError(errno, path, "open lock file");
+    }
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return PosixError(errno, path, "fstat lock file");
+    if (!S_ISREG(st.st_mode)) return PosixError(EINVAL, path, "lock file is not a regular file");
     if ((st.st_mode & 07777) != kFileMode && ::fchmod(fd.get(), kFileMode) != 0) {
       return PosixError(errno, path, "fchmod lock file");
     }

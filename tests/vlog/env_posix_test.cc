@@ -295,6 +295,30 @@ TEST_F(EnvPosixTest, LockFileTwiceIsBusy) {
   EXPECT_TRUE(env_->LockFile(Path("LOCK"), &b).ok());
 }
 
+// A lock file is never reached through a link (it would be created or
+// chmod'ed wherever the link points), nor is anything but a regular file.
+TEST_F(EnvPosixTest, LockFileRefusesLinksAndNonFiles) {
+  const std::string target = Path("target");
+  {
+    std::unique_ptr<File> f;
+    ASSERT_TRUE(env_->OpenFile(target, OpenMode::kCreate, &f).ok());
+  }
+  ASSERT_EQ(::chmod(target.c_str(), 0644), 0);
+  ASSERT_EQ(::symlink(target.c_str(), Path("LOCK").c_str()), 0);
+  ASSERT_EQ(::symlink(Path("nowhere").c_str(), Path("LOCK2").c_str()), 0);
+  std::unique_ptr<FileLock> lock;
+  Status st = env_->LockFile(Path("LOCK"), &lock);
+  EXPECT_EQ(st.err(), ELOOP) << st.ToString();
+  EXPECT_EQ(env_->LockFile(Path("LOCK2"), &lock).err(), ELOOP);
+  EXPECT_EQ(lock, nullptr);
+  struct stat sb {};
+  ASSERT_EQ(::stat(target.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0644u) << "the link's target was chmod'ed";
+  EXPECT_NE(::access(Path("nowhere").c_str(), F_OK), 0) << "created through a dangling link";
+  ASSERT_EQ(::mkfifo(Path("FIFO").c_str(), 0600), 0);
+  EXPECT_EQ(env_->LockFile(Path("FIFO"), &lock).err(), EINVAL);
+}
+
 TEST_F(EnvPosixTest, FreeSpace) {
   uint64_t avail = 0, total = 0;
   ASSERT_TRUE(env_->FreeSpace(tmp_.path(), &avail, &total).ok());
