@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -355,6 +356,22 @@ class Filesystem {
   // (the files kept for recycling are dropped first if that makes room).
   // Never waits; may be called under the namespace and inode locks.
   Status HaveMetaSpace(uint64_t bytes, MetaUse use);
+  // Before a change that may add `bytes` of MetaUse::kValue, and before any
+  // lock: when they do not fit and sealed segments hold that much garbage,
+  // waits (up to 10 s) while the collector frees it, as HaveSpace does for
+  // data. Takes nothing and never fails: HaveMetaSpace decides.
+  void WaitForValueRoom(uint64_t bytes);
+  using Deadline = std::chrono::steady_clock::time_point;
+  uint64_t SpaceEpoch();  // bumped whenever GC freed segments
+  // With at least `bytes` of garbage in sealed segments, kicks the collector
+  // and waits (at most a second) for a pass after `epoch`; false when there
+  // is nothing to wait for, or deadline has passed.
+  bool AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadline);
+  // Under space_mu_: reads the disk's free space and reserve for
+  // HaveMetaSpace, and what `use` may add according to that reading (less
+  // what was granted since; kValue also within the capacity limit).
+  Status ReadDiskLocked();
+  uint64_t MetaRoomLocked(MetaUse use);
   // ENOSPC unless `bytes` are free now; takes nothing (fallocate: the log
   // allocates on write, so this is a check, not a reservation).
   Status HaveRoomFor(uint64_t bytes);

@@ -58,16 +58,29 @@ bool Filesystem::SpaceLow() {
   return avail < low_water;
 }
 
+uint64_t Filesystem::SpaceEpoch() {
+  std::lock_guard<std::mutex> l(space_wait_mu_);
+  return space_epoch_;
+}
+
+bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadline) {
+  uint64_t collectable = 0;
+  for (const auto& seg : vlog_->Segments()) {
+    if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
+  }
+  if (!gc_ || collectable < bytes || std::chrono::steady_clock::now() > deadline) return false;
+  gc_->Kick();
+  std::unique_lock<std::mutex> l(space_wait_mu_);
+  space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
+  return true;
+}
+
 Status Filesystem::HaveSpace(uint64_t bytes) {
   last_write_us_ = MonotonicMicros();
   const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const Deadline deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (bool refresh = false;; refresh = true) {
-    uint64_t epoch;
-    {
-      std::lock_guard<std::mutex> l(space_wait_mu_);
-      epoch = space_epoch_;
-    }
+    const uint64_t epoch = SpaceEpoch();
     {
       std::lock_guard<std::mutex> l(space_mu_);
       if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
@@ -83,53 +96,64 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
     }
     // Full. If sealed segments hold enough garbage, wait while the collector
     // frees it (bounded); otherwise the store is really full.
-    uint64_t collectable = 0;
-    for (const auto& seg : vlog_->Segments()) {
-      if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
-    }
-    if (!gc_ || collectable < bytes || std::chrono::steady_clock::now() > deadline) {
+    if (!AwaitCollector(bytes, epoch, deadline)) {
       return Status::NoSpace(store_->dir() + ": store is full");
     }
-    gc_->Kick();
-    std::unique_lock<std::mutex> l(space_wait_mu_);
-    space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
+  }
+}
+
+Status Filesystem::ReadDiskLocked() {
+  uint64_t total = 0;
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &meta_disk_free_, &total));
+  meta_reserve_ = Reserve(total);
+  meta_checked_us_ = MonotonicMicros();
+  return Status::OK();
+}
+
+uint64_t Filesystem::MetaRoomLocked(MetaUse use) {
+  // Entries may take a quarter of the reserve; values stop where data
+  // writes stop. Neither counts the files kept for recycling, which only
+  // vLog segments can reuse: LevelDB grows the disk itself.
+  const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
+  uint64_t room = meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
+  const uint64_t cap = store_->super().capacity;
+  if (use == MetaUse::kValue && cap) {
+    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+    room = std::min(room, used < cap ? cap - used : 0);
+  }
+  return room;
+}
+
+void Filesystem::WaitForValueRoom(uint64_t bytes) {
+  const Deadline deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const uint64_t epoch = SpaceEpoch();
+    {
+      std::lock_guard<std::mutex> l(space_mu_);
+      if (meta_checked_us_ != 0 && MetaRoomLocked(MetaUse::kValue) >= bytes) return;
+      if (!ReadDiskLocked().ok() || MetaRoomLocked(MetaUse::kValue) >= bytes) return;
+    }
+    if (!AwaitCollector(bytes, epoch, deadline)) return;
   }
 }
 
 Status Filesystem::HaveMetaSpace(uint64_t bytes, MetaUse use) {
   std::lock_guard<std::mutex> l(space_mu_);
-  const uint64_t now = MonotonicMicros();
-  auto read_disk = [&]() -> Status {
-    uint64_t total = 0;
-    SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &meta_disk_free_, &total));
-    meta_reserve_ = Reserve(total);
-    meta_checked_us_ = now;
-    return Status::OK();
-  };
-  // Entries may take a quarter of the reserve; values stop where data
-  // writes stop. Neither counts the files kept for recycling, which only
-  // vLog segments can reuse: LevelDB grows the disk itself.
-  auto room = [&]() -> uint64_t {
-    const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
-    return meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
-  };
   // The disk is read once a second, or on every call when little is left;
   // data writes in between are charged by HaveSpace.
-  if (meta_checked_us_ == 0 || now - meta_checked_us_ > 1'000'000 || room() < (16ull << 20)) {
-    SEPFS_RETURN_IF_ERROR(read_disk());
+  if (meta_checked_us_ == 0 || MonotonicMicros() - meta_checked_us_ > 1'000'000 ||
+      MetaRoomLocked(use) < (16ull << 20)) {
+    SEPFS_RETURN_IF_ERROR(ReadDiskLocked());
   }
   // The files of collected segments kept for the next ones are worth
   // more to the namespace now.
-  if (room() < bytes && vlog_->DropKeptFiles() > 0) SEPFS_RETURN_IF_ERROR(read_disk());
-  if (room() < bytes) {
+  if (MetaRoomLocked(use) < bytes && vlog_->DropKeptFiles() > 0) {
+    SEPFS_RETURN_IF_ERROR(ReadDiskLocked());
+  }
+  if (MetaRoomLocked(use) < bytes) {
     return Status::NoSpace(store_->dir() + (use == MetaUse::kEntry
                                                 ? ": disk full (what is left is kept for LevelDB)"
                                                 : ": store is full"));
-  }
-  const uint64_t cap = store_->super().capacity;
-  if (use == MetaUse::kValue && cap) {
-    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
-    if (used + bytes > cap) return Status::NoSpace(store_->dir() + ": store is full");
   }
   meta_disk_free_ -= bytes;
   return Status::OK();

@@ -39,6 +39,8 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (temperature && value != "hot" && value != "cold") {
     return Status::InvalidArgument("user.sepfs.temperature must be hot or cold");
   }
+  // On a full store, give the collector the time a data write gets.
+  WaitForValueRoom(name.size() + value.size() + kEntryBytes);
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));

@@ -377,17 +377,23 @@ class CapacityTest : public GcTest {
     ASSERT_OK(Mkfs(store_dir_, mo));
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   }
+  // Writes files f0, f1, ... of 1 MiB each (up to 64) until one fails; the
+  // status of that write.
+  Status FillWithFiles(std::vector<uint64_t>* files) {
+    Status st;
+    for (int i = 0; i < 64 && st.ok(); i++) {
+      const uint64_t ino = Create(kRoot, "f" + std::to_string(i));
+      files->push_back(ino);
+      st = fs_->Write(ino, 0, Payload(i, 1 << 20));
+      if (st.ok()) st = fs_->Flush(ino);
+    }
+    return st;
+  }
 };
 
 TEST_F(CapacityTest, FullStoreReturnsEnospcAndDeletingMakesRoom) {
   std::vector<uint64_t> files;
-  Status st;
-  for (int i = 0; i < 64 && st.ok(); i++) {
-    const uint64_t ino = Create(kRoot, "f" + std::to_string(i));
-    files.push_back(ino);
-    st = fs_->Write(ino, 0, Payload(i, 1 << 20));
-    if (st.ok()) st = fs_->Flush(ino);
-  }
+  const Status st = FillWithFiles(&files);
   ASSERT_EQ(st.err(), ENOSPC) << "a 16 MiB store accepted 64 MiB: " << st.ToString();
   struct statvfs sv;
   ASSERT_OK(fs_->StatFs(&sv));
@@ -402,6 +408,30 @@ TEST_F(CapacityTest, FullStoreReturnsEnospcAndDeletingMakesRoom) {
   ASSERT_OK(fs_->Write(ino, 0, Payload(99, 6 << 20)));
   ASSERT_OK(fs_->Flush(ino));
   EXPECT_EQ(ReadAll(ino), Payload(99, 6 << 20));
+  ExpectFsckClean();
+}
+
+// Xattr values on a full store wait for the collector as data writes do:
+// right after deletes, the segments that held the files still count
+// against the capacity until it collects them.
+TEST_F(CapacityTest, XattrValuesWaitForTheCollectorOnAFullStore) {
+  std::vector<uint64_t> files;
+  const Status st = FillWithFiles(&files);
+  ASSERT_EQ(st.err(), ENOSPC) << st.ToString();
+  const std::string value(Filesystem::kXattrValueMax, 'v');
+  const uint64_t keep = files.back();
+  int set = 0;
+  for (; set < 64; set++) {
+    if (!fs_->SetXattr(keep, "user.v" + std::to_string(set), value, 0).ok()) break;
+  }
+  EXPECT_LT(set, 64) << "a full store took every value";
+  for (size_t i = 0; i + 2 < files.size(); i++) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  for (int i = 0; i < 16; i++) {
+    ASSERT_OK(fs_->SetXattr(keep, "user.after" + std::to_string(i), value, 0)) << i;
+  }
   ExpectFsckClean();
 }
 
