@@ -85,12 +85,13 @@ class Reader {
   bool ok_ = true;
 };
 
-Status CheckShape(std::string_view what, std::string_view src, size_t want) {
+Status CheckShape(std::string_view what, std::string_view src, size_t want,
+                  uint8_t version = kRecordVersion) {
   if (src.size() != want) {
     return Status::Corruption(std::string(what) + " record has " + std::to_string(src.size()) +
                               " bytes, expected " + std::to_string(want));
   }
-  if (static_cast<uint8_t>(src[0]) != kRecordVersion) {
+  if (static_cast<uint8_t>(src[0]) != version) {
     return Status::Corruption(std::string(what) + " record has unknown version " +
                               std::to_string(static_cast<uint8_t>(src[0])));
   }
@@ -119,14 +120,8 @@ std::string EncodeInode(const InodeRecord& r) {
 
 Status DecodeInode(std::string_view src, InodeRecord* r) {
   const bool v2 = !src.empty() && static_cast<uint8_t>(src[0]) == kInodeVersionXattrs;
-  if (v2) {
-    if (src.size() != kInodeEncodedSizeXattrs) {
-      return Status::Corruption("inode record has " + std::to_string(src.size()) +
-                                " bytes, expected " + std::to_string(kInodeEncodedSizeXattrs));
-    }
-  } else {
-    SEPFS_RETURN_IF_ERROR(CheckShape("inode", src, kInodeEncodedSize));
-  }
+  SEPFS_RETURN_IF_ERROR(v2 ? CheckShape("inode", src, kInodeEncodedSizeXattrs, kInodeVersionXattrs)
+                           : CheckShape("inode", src, kInodeEncodedSize));
   Reader in(src.substr(1));
   InodeRecord out;
   out.ino = in.U64();
