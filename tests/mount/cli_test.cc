@@ -810,6 +810,28 @@ class EnospcTest : public MountFixture {
     }
     return err;
   }
+
+  // Sets user.x0, user.x1, ... to `value` on path until one fails or `max`
+  // are set; the number set, and the failure's errno in *err (0: none).
+  int SetXattrsUntilError(const std::string& path, const std::string& value, int max, int* err) {
+    *err = 0;
+    for (int i = 0; i < max; ++i) {
+      const std::string name = "user.x" + std::to_string(i);
+      if (::setxattr(path.c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
+        *err = errno;
+        return i;
+      }
+    }
+    return max;
+  }
+  // user.x0 ... user.x<n-1> of path each hold `size` bytes.
+  void ExpectXattrSizes(const std::string& path, int n, size_t size) {
+    for (int i = 0; i < n; ++i) {
+      const std::string name = "user.x" + std::to_string(i);
+      EXPECT_EQ(::getxattr(path.c_str(), name.c_str(), nullptr, 0), static_cast<ssize_t>(size))
+          << name;
+    }
+  }
 };
 
 TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
@@ -866,14 +888,8 @@ TEST_F(EnospcTest, XattrsAndCreatesOnAFullStoreLeaveItUsable) {
   ASSERT_GE(synced, 10);
 
   const std::string value(64 * 1024, 'v');
-  int err = 0, xattrs = 0;
-  for (; xattrs < 2000; ++xattrs) {
-    const std::string name = "user.x" + std::to_string(xattrs);
-    if (::setxattr(P("keeper").c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
-      err = errno;
-      break;
-    }
-  }
+  int err = 0;
+  const int xattrs = SetXattrsUntilError(P("keeper"), value, 2000, &err);
   EXPECT_EQ(ErrName(err), ErrName(ENOSPC)) << xattrs << " xattrs of 64 KiB set";
   EXPECT_LE(xattrs, 16) << "more than the 1 MiB the fill left";
 
@@ -905,12 +921,7 @@ TEST_F(EnospcTest, XattrsAndCreatesOnAFullStoreLeaveItUsable) {
   Fsck();
   ASSERT_NO_FATAL_FAILURE(Mount());
   EXPECT_TRUE(SameBytes(ReadFile(P("keeper")), keeper));
-  for (int i = 0; i < xattrs; ++i) {
-    const std::string name = "user.x" + std::to_string(i);
-    EXPECT_EQ(::getxattr(P("keeper").c_str(), name.c_str(), nullptr, 0),
-              static_cast<ssize_t>(value.size()))
-        << name;
-  }
+  ExpectXattrSizes(P("keeper"), xattrs, value.size());
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
 }
@@ -936,14 +947,8 @@ TEST_F(EnospcTest, XattrValuesDoNotTakeTheKeptSegmentFiles) {
   ASSERT_FALSE(Contains(r.out, "(0 free files kept")) << r.Describe();
 
   const std::string value(64 * 1024, 'v');
-  int err = 0, xattrs = 0;
-  for (; xattrs < 1000; ++xattrs) {
-    const std::string name = "user.x" + std::to_string(xattrs);
-    if (::setxattr(P("keeper").c_str(), name.c_str(), value.data(), value.size(), 0) != 0) {
-      err = errno;
-      break;
-    }
-  }
+  int err = 0;
+  const int xattrs = SetXattrsUntilError(P("keeper"), value, 1000, &err);
   EXPECT_EQ(ErrName(err), ErrName(ENOSPC)) << xattrs << " xattrs of 64 KiB set";
   EXPECT_ERRNO(::setxattr(P("keeper").c_str(), "user.tag", "x", 1, XATTR_CREATE), EEXIST);
   EXPECT_ERRNO(::setxattr(P("keeper").c_str(), "user.none", "x", 1, XATTR_REPLACE), ENODATA);
@@ -960,12 +965,7 @@ TEST_F(EnospcTest, XattrValuesDoNotTakeTheKeptSegmentFiles) {
   char got[16] = {};
   EXPECT_EQ(::getxattr(P("keeper").c_str(), "user.tag", got, sizeof(got)), 4);
   EXPECT_EQ(std::string(got), "1234");
-  for (int i = 0; i < xattrs; ++i) {
-    const std::string name = "user.x" + std::to_string(i);
-    EXPECT_EQ(::getxattr(P("keeper").c_str(), name.c_str(), nullptr, 0),
-              static_cast<ssize_t>(value.size()))
-        << name;
-  }
+  ExpectXattrSizes(P("keeper"), xattrs, value.size());
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
 }
