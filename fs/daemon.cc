@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,6 +145,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   }
   opts += ",subtype=sepfs";
   if (req.options.default_permissions) opts += ",default_permissions";
+  if (req.options.max_read != 0) opts += ",max_read=" + std::to_string(req.options.max_read);
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");
   argv_s.push_back(opts);
@@ -236,6 +238,27 @@ void LimitMallocArenas() {
   (void)mallopt(M_ARENA_MAX, static_cast<int>(std::max(2L, cpus)));
 }
 
+// The daemon reports success once the mount is made; the kernel's INIT
+// request comes after, and libfuse ends the daemon when it refuses the
+// reply (a mismatched max_read, for one), which leaves no mount behind.
+// A statfs waits for the handshake and fails with ECONNREFUSED (or, once
+// the daemon is gone, ENOTCONN) when it failed. Messages of the daemon
+// after the report go to STORE/sepfs.log (DetachStdio).
+bool HandshakeDone(const MountRequest& req) {
+  struct statfs sf;
+  int rc;
+  do {
+    rc = ::statfs(req.mountpoint.c_str(), &sf);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || (errno != ECONNREFUSED && errno != ENOTCONN)) return true;
+  std::fprintf(stderr,
+               "sepfs: cannot mount %s on %s: the FUSE handshake failed (%s); the daemon's "
+               "messages are in %s/sepfs.log\n",
+               req.store.c_str(), req.mountpoint.c_str(), std::strerror(errno),
+               req.store.c_str());
+  return false;
+}
+
 }  // namespace
 
 int Mount(const MountRequest& req) {
@@ -279,7 +302,8 @@ int Mount(const MountRequest& req) {
         n = ::read(fds[0], &code, 1);
       } while (n < 0 && errno == EINTR);
       ::close(fds[0]);
-      return n == 1 && code == 0 ? 0 : 1;
+      if (n != 1 || code != 0) return 1;
+      return HandshakeDone(req) ? 0 : 1;
     }
     ::close(fds[0]);
     pipe.Set(fds[1]);

@@ -125,6 +125,7 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   ctx->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
   conn->want &= ~FUSE_CAP_POSIX_ACL;
   conn->max_write = o.max_write;
+  conn->max_read = o.max_read;  // libfuse fails INIT unless it matches the mount's
   conn->max_readahead = 1u << 20;
   conn->time_gran = 1;
 }

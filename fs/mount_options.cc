@@ -90,6 +90,9 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       o->default_permissions = true;
     } else if (key == "max_write") {
       ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 4096;
+    } else if (key == "max_read") {
+      ok = ParseUnsigned(val, 1u << 20, &o->max_read) && o->max_read >= 4096;
+      accepted = "4096 to 1048576 bytes";
     } else if (key == "max_dirty_ratio") {
       ok = ParseUnsigned(val, 50, &o->max_dirty_ratio);
     } else if (key == "recycle_segments") {

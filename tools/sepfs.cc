@@ -63,7 +63,7 @@ constexpr const char* kMountUsage =
     "  -d   debug: trace FUSE requests (implies -f)\n"
     "  -o   options: allow_other, ro, nowriteback, nokillpriv, flush_on_close, noreaddirplus,\n"
     "       noparallel_dirops, nodefault_permissions (not with allow_other/allow_root),\n"
-    "       max_write=BYTES, max_dirty_ratio=PCT (0-50, default 40), attr_timeout=SEC,\n"
+    "       max_write=BYTES, max_read=BYTES, max_dirty_ratio=PCT (0-50, default 40), attr_timeout=SEC,\n"
     "       entry_timeout=SEC,\n"
     "       flush_interval=SEC, cache_mb=N, threads=N,\n"
     "       cpu_latency=US (hold a CPU wake-up latency request while mounted; 0 keeps\n"

@@ -62,6 +62,22 @@ TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
   }
 }
 
+// max_read is sepfs's own: libfuse fails INIT unless the INIT reply repeats
+// the mount's value, so it must not reach libfuse unseen.
+TEST(MountOptions, MaxReadIsTakenWithinBounds) {
+  MountOptions o;
+  EXPECT_EQ(o.max_read, 0u);
+  ASSERT_TRUE(ParseMountOptions("max_read=262144", &o).ok());
+  EXPECT_EQ(o.max_read, 262144u);
+  EXPECT_TRUE(o.passthrough.empty());
+  for (const char* opt : {"max_read=4095", "max_read=1048577", "max_read=", "max_read=x"}) {
+    MountOptions p;
+    Status st = ParseMountOptions(opt, &p);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_NE(st.ToString().find("4096 to 1048576 bytes"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST(MountOptions, BufferedVlogTurnsDirectWritesOff) {
   MountOptions o;
   EXPECT_TRUE(o.direct_io);

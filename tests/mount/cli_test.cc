@@ -316,7 +316,8 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 // and the store stays usable.
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
-                          "max_write=12", "prefetch_threads=0", "flush_interval=-1",
+                          "max_write=12", "max_read=12", "max_read=2097152",
+                          "prefetch_threads=0", "flush_interval=-1",
                           "max_dirty_ratio=51", "max_dirty_ratio=-1", "flush_interval=inf",
                           "flush_interval=1e300", "attr_timeout=nan", "entry_timeout=-1"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
@@ -575,6 +576,7 @@ TEST_F(UnmountedTest, MountOptions) {
       {"noreaddirplus"},
       {"noparallel_dirops"},
       {"max_write=65536"},
+      {"max_read=65536"},  // libfuse ended the daemon after the mount had been reported
       {"attr_timeout=0", "entry_timeout=0"},
       {"attr_timeout=30", "entry_timeout=30"},
       {"flush_interval=1"},
