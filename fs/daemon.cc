@@ -145,7 +145,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   }
   opts += ",subtype=sepfs";
   if (req.options.default_permissions) opts += ",default_permissions";
-  if (req.options.max_read != 0) opts += ",max_read=" + std::to_string(req.options.max_read);
+  opts += ",max_read=" + std::to_string(req.options.max_read);
   for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");
   argv_s.push_back(opts);

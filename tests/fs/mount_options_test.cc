@@ -66,7 +66,7 @@ TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
 // the mount's value, so it must not reach libfuse unseen.
 TEST(MountOptions, MaxReadIsTakenWithinBounds) {
   MountOptions o;
-  EXPECT_EQ(o.max_read, 0u);
+  EXPECT_EQ(o.max_read, 128u << 10);
   ASSERT_TRUE(ParseMountOptions("max_read=262144", &o).ok());
   EXPECT_EQ(o.max_read, 262144u);
   EXPECT_TRUE(o.passthrough.empty());
