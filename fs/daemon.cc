@@ -240,22 +240,31 @@ void LimitMallocArenas() {
 
 // The daemon reports success once the mount is made; the kernel's INIT
 // request comes after, and libfuse ends the daemon when it refuses the
-// reply (a mismatched max_read, for one), which leaves no mount behind.
-// A statfs waits for the handshake and fails with ECONNREFUSED (or, once
-// the daemon is gone, ENOTCONN) when it failed. Messages of the daemon
-// after the report go to STORE/sepfs.log (DetachStdio).
-bool HandshakeDone(const MountRequest& req) {
+// reply (a mismatched max_read, for one): the daemon unmounts and exits.
+// A statfs waits for the handshake and fails with ECONNREFUSED when it
+// failed (ENOTCONN once the connection is gone); if it comes after the
+// unmount instead, it reaches the directory underneath, which the device
+// number tells apart from the mount (below: the mountpoint's st_dev before
+// the mount). Messages of the daemon after its report go to
+// STORE/sepfs.log (DetachStdio).
+bool HandshakeDone(const MountRequest& req, dev_t below) {
   struct statfs sf;
   int rc;
   do {
     rc = ::statfs(req.mountpoint.c_str(), &sf);
   } while (rc != 0 && errno == EINTR);
-  if (rc == 0 || (errno != ECONNREFUSED && errno != ENOTCONN)) return true;
+  const char* why = nullptr;
+  if (rc != 0 && (errno == ECONNREFUSED || errno == ENOTCONN)) {
+    why = std::strerror(errno);
+  } else if (struct stat st; rc == 0 && ::stat(req.mountpoint.c_str(), &st) == 0 &&
+                             st.st_dev == below) {
+    why = "the daemon unmounted";
+  }
+  if (why == nullptr) return true;
   std::fprintf(stderr,
                "sepfs: cannot mount %s on %s: the FUSE handshake failed (%s); the daemon's "
                "messages are in %s/sepfs.log\n",
-               req.store.c_str(), req.mountpoint.c_str(), std::strerror(errno),
-               req.store.c_str());
+               req.store.c_str(), req.mountpoint.c_str(), why, req.store.c_str());
   return false;
 }
 
@@ -284,6 +293,13 @@ int Mount(const MountRequest& req) {
   StartupPipe pipe;
   if (!req.foreground && !req.debug) {
     // Fork before any thread exists; the parent reports the outcome.
+    struct stat st;
+    if (::stat(req.mountpoint.c_str(), &st) != 0) {
+      std::fprintf(stderr, "sepfs: cannot mount %s: %s: %s\n", req.store.c_str(),
+                   req.mountpoint.c_str(), std::strerror(errno));
+      return 1;
+    }
+    const dev_t below = st.st_dev;
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
       std::perror("sepfs: pipe");
@@ -303,7 +319,7 @@ int Mount(const MountRequest& req) {
       } while (n < 0 && errno == EINTR);
       ::close(fds[0]);
       if (n != 1 || code != 0) return 1;
-      return HandshakeDone(req) ? 0 : 1;
+      return HandshakeDone(req, below) ? 0 : 1;
     }
     ::close(fds[0]);
     pipe.Set(fds[1]);

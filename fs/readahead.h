@@ -34,7 +34,7 @@ struct ReadaheadOptions {
   uint32_t initial_blocks = 4;        // first window after a sequential start
   // Window cap in blocks and in bytes. A new range goes out when less than
   // half a window is left, so the lead over the reader is half to a whole
-  // window: with 4 MiB the kernel's 1 MiB reads caught up with reads still
+  // window: with 4 MiB the kernel's 1 MiB readahead caught up with reads still
   // on the disk (a fifth of them waited); 32 MiB read a cold 2 GiB file
   // about 20% faster (bench/RESULTS.md). The engine caps it further by the
   // data cache's size (PrefetchEngine::window_bytes).
@@ -43,7 +43,10 @@ struct ReadaheadOptions {
   // A read starting within min(slack_bytes, 8 x its length) of where the
   // previous one ended still counts as sequential: with async reads and
   // several FUSE threads, the kernel's readahead requests arrive slightly
-  // out of order. Small random reads get a small tolerance.
+  // out of order. Small random reads get a small tolerance. The 1 MiB
+  // readahead window goes out as 8 READs of 128 KiB (max_read), which the
+  // tolerance covers; with max_read below 128 KiB it is narrower than a
+  // window, and reordered requests may reset the prefetch window.
   uint64_t slack_bytes = 1ull << 20;
   // No window opens before a sequential read reaches this offset: the
   // kernel's own readahead (read_ahead_kb, raised to 1 MiB at mount) already

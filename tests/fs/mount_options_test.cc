@@ -69,6 +69,10 @@ TEST(MountOptions, MaxReadIsTakenWithinBounds) {
   EXPECT_EQ(o.max_read, 128u << 10);
   ASSERT_TRUE(ParseMountOptions("max_read=262144", &o).ok());
   EXPECT_EQ(o.max_read, 262144u);
+  ASSERT_TRUE(ParseMountOptions("max_read=4096", &o).ok());
+  EXPECT_EQ(o.max_read, 4096u);
+  ASSERT_TRUE(ParseMountOptions("max_read=1048576", &o).ok());
+  EXPECT_EQ(o.max_read, 1048576u);
   EXPECT_TRUE(o.passthrough.empty());
   for (const char* opt : {"max_read=4095", "max_read=1048577", "max_read=", "max_read=x"}) {
     MountOptions p;
