@@ -25,10 +25,13 @@ namespace sepfs::fs {
 
 namespace {
 
-Status CheckMountpoint(const std::string& mnt) {
+// An existing empty directory; *dev: its device (the file system below
+// the mount to come).
+Status CheckMountpoint(const std::string& mnt, dev_t* dev) {
   struct stat st;
   if (::stat(mnt.c_str(), &st) != 0) return Status::FromErrno(errno, mnt + ": mountpoint");
   if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, mnt + ": mountpoint");
+  *dev = st.st_dev;
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(mnt.c_str()), ::closedir);
   if (!d) return Status::FromErrno(errno, mnt + ": mountpoint");
   while (struct dirent* e = ::readdir(d.get())) {
@@ -271,7 +274,8 @@ bool HandshakeDone(const MountRequest& req, dev_t below) {
 }  // namespace
 
 int Mount(const MountRequest& req) {
-  Status st = CheckMountpoint(req.mountpoint);
+  dev_t below = 0;  // the mountpoint's device before the mount (HandshakeDone)
+  Status st = CheckMountpoint(req.mountpoint, &below);
   const auto& pass = req.options.passthrough;
   auto passed = [&pass](const char* o) {
     return std::find(pass.begin(), pass.end(), o) != pass.end();
@@ -293,13 +297,6 @@ int Mount(const MountRequest& req) {
   StartupPipe pipe;
   if (!req.foreground && !req.debug) {
     // Fork before any thread exists; the parent reports the outcome.
-    struct stat st;
-    if (::stat(req.mountpoint.c_str(), &st) != 0) {
-      std::fprintf(stderr, "sepfs: cannot mount %s: %s: %s\n", req.store.c_str(),
-                   req.mountpoint.c_str(), std::strerror(errno));
-      return 1;
-    }
-    const dev_t below = st.st_dev;
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) {
       std::perror("sepfs: pipe");
