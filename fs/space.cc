@@ -141,16 +141,19 @@ Status Filesystem::HaveMetaSpace(uint64_t bytes, MetaUse use) {
   std::lock_guard<std::mutex> l(space_mu_);
   // The disk is read once a second, or on every call when little is left;
   // data writes in between are charged by HaveSpace.
+  uint64_t room = meta_checked_us_ == 0 ? 0 : MetaRoomLocked(use);
   if (meta_checked_us_ == 0 || MonotonicMicros() - meta_checked_us_ > 1'000'000 ||
-      MetaRoomLocked(use) < (16ull << 20)) {
+      room < (16ull << 20)) {
     SEPFS_RETURN_IF_ERROR(ReadDiskLocked());
+    room = MetaRoomLocked(use);
   }
   // The files of collected segments kept for the next ones are worth
   // more to the namespace now.
-  if (MetaRoomLocked(use) < bytes && vlog_->DropKeptFiles() > 0) {
+  if (room < bytes && vlog_->DropKeptFiles() > 0) {
     SEPFS_RETURN_IF_ERROR(ReadDiskLocked());
+    room = MetaRoomLocked(use);
   }
-  if (MetaRoomLocked(use) < bytes) {
+  if (room < bytes) {
     return Status::NoSpace(store_->dir() + (use == MetaUse::kEntry
                                                 ? ": disk full (what is left is kept for LevelDB)"
                                                 : ": store is full"));
