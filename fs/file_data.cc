@@ -127,11 +127,9 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     uint64_t length;
   };
   std::map<uint64_t, Old> old;
-  auto note_old = [&](std::string_view key, std::string_view value) {
-    uint64_t i, b;
+  auto note_old = [&](uint64_t b, std::string_view value) {
     kv::BlockValue v;
-    if (kv::ParseBlockKey(key, &i, &b) && kv::DecodeBlock(value, &v).ok() &&
-        in->dirty.count(b)) {
+    if (kv::DecodeBlock(value, &v).ok() && in->dirty.count(b)) {
       old[b] = {v.inlined, v.ptr, v.length()};
     }
     return true;
@@ -139,19 +137,16 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
   if (!in->dirty.empty()) {
     const uint64_t first = in->dirty.begin()->first, last = in->dirty.rbegin()->first;
     if (last - first + 1 <= 4 * in->dirty.size()) {
-      SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, last + 1),
-                                        [&](std::string_view key, std::string_view value) {
-                                          note_old(key, value);
-                                          uint64_t i, b;
-                                          return !kv::ParseBlockKey(key, &i, &b) || b < last;
-                                        }));
+      SEPFS_RETURN_IF_ERROR(meta_->ScanBlocks(
+          ino, first, last + 1,
+          [&](uint64_t b, std::string_view, std::string_view value) { return note_old(b, value); }));
     } else {
       for (const auto& [b, data] : in->dirty) {
         std::string raw;
         Status st = meta_->Get(kv::BlockKey(ino, b), &raw);
         if (st.IsNotFound()) continue;
         SEPFS_RETURN_IF_ERROR(st);
-        note_old(kv::BlockKey(ino, b), raw);
+        note_old(b, raw);
       }
     }
   }
@@ -390,13 +385,11 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
     // does not start when no block was past the new end.
     const uint64_t old_last = (in->rec.size - 1) / bs;
     if (keep <= old_last) {
-      SEPFS_RETURN_IF_ERROR(meta_->Scan(
-          kv::BlockKey(in->ino, keep), kv::PrefixEnd(kv::BlockPrefix(in->ino)),
-          [&](std::string_view key, std::string_view value) {
+      SEPFS_RETURN_IF_ERROR(meta_->ScanBlocks(
+          in->ino, keep, old_last + 1, [&](uint64_t, std::string_view key, std::string_view value) {
             ForgetBlock(in, value, released);
             b->Delete(key);
-            uint64_t i, blk;
-            return !kv::ParseBlockKey(key, &i, &blk) || blk < old_last;
+            return true;
           }));
     }
   }
@@ -468,12 +461,12 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
   std::vector<vlog::BlockPtr> released;
   Status st;
   if (first_full < end_full) {
-    st = meta_->Scan(kv::BlockKey(in->ino, first_full), kv::BlockKey(in->ino, end_full),
-                     [&](std::string_view key, std::string_view value) {
-                       ForgetBlock(in, value, &released);
-                       b.Delete(key);
-                       return true;
-                     });
+    st = meta_->ScanBlocks(in->ino, first_full, end_full,
+                           [&](uint64_t, std::string_view key, std::string_view value) {
+                             ForgetBlock(in, value, &released);
+                             b.Delete(key);
+                             return true;
+                           });
   }
   if (st.ok()) {
     if (!kernel_times) in->rec.mtime = in->rec.ctime = Now();
@@ -554,19 +547,16 @@ Status Filesystem::Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* resul
   // Blocks at or past the size do not matter: the scan stops at the last one
   // below it (see MetaStore::Scan).
   const uint64_t end = (size + bs - 1) / bs;
-  Status st = meta_->Scan(kv::BlockKey(ino, b0), kv::BlockKey(ino, end),
-                          [&](std::string_view key, std::string_view) {
-                            uint64_t i, b;
-                            if (!kv::ParseBlockKey(key, &i, &b)) return false;
-                            if (whence == SEEK_DATA) {
-                              found = b;
-                              return false;
-                            }
-                            skip_dirty();
-                            if (b > next) return false;  // gap before b: a hole at next
-                            next = b + 1;
-                            return next < end;
-                          });
+  Status st = meta_->ScanBlocks(ino, b0, end, [&](uint64_t b, std::string_view, std::string_view) {
+    if (whence == SEEK_DATA) {
+      found = b;
+      return false;
+    }
+    skip_dirty();
+    if (b > next) return false;  // gap before b: a hole at next
+    next = b + 1;
+    return true;
+  });
   SEPFS_RETURN_IF_ERROR(st);
   if (whence == SEEK_DATA) {
     auto d = in->dirty.lower_bound(b0);

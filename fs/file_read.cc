@@ -77,16 +77,14 @@ void Filesystem::PrefetchFirstBlocks(const DirPrefetch& p) {
   const uint64_t per_file = std::max<uint64_t>(1, (128u << 10) / block_size_);
   std::vector<vlog::PrefetchRequest> reqs;
   for (uint64_t ino : p.inos) {
-    Status st = meta_->Scan(kv::BlockKey(ino, 0), kv::BlockKey(ino, per_file),
-                            [&](std::string_view key, std::string_view value) {
-                              uint64_t i, b;
-                              vlog::BlockPtr ptr;
-                              if (!kv::ParseBlockKey(key, &i, &b)) return false;
-                              if (kv::DecodeBlockValue(value, &ptr).ok()) {
-                                reqs.push_back({ptr, ino, b, p.tag});
-                              }
-                              return b + 1 < per_file;
-                            });
+    Status st = meta_->ScanBlocks(ino, 0, per_file,
+                                  [&](uint64_t b, std::string_view, std::string_view value) {
+                                    vlog::BlockPtr ptr;
+                                    if (kv::DecodeBlockValue(value, &ptr).ok()) {
+                                      reqs.push_back({ptr, ino, b, p.tag});
+                                    }
+                                    return true;
+                                  });
     if (!st.ok()) break;  // a hint only: the foreground read will report errors
   }
   e->prefetcher.Prefetch(std::move(reqs));
@@ -199,22 +197,20 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
     std::map<uint64_t, vlog::BlockPtr> ptrs;
     std::map<uint64_t, std::string> inlined;  // blocks whose bytes are their value
     Status decode;
-    SEPFS_RETURN_IF_ERROR(meta_->Scan(kv::BlockKey(ino, first), kv::BlockKey(ino, scan_end),
-                                      [&](std::string_view key, std::string_view value) {
-                                        uint64_t i, b;
-                                        kv::BlockValue v;
-                                        if (!kv::ParseBlockKey(key, &i, &b) ||
-                                            !kv::DecodeBlock(value, &v).ok()) {
-                                          decode = Status::Corruption("bad block pointer");
-                                          return false;
-                                        }
-                                        if (v.inlined) {
-                                          if (b <= last) inlined[b] = std::string(v.bytes);
-                                        } else {
-                                          ptrs[b] = v.ptr;
-                                        }
-                                        return b + 1 < scan_end;  // see kv::MetaStore::Scan
-                                      }));
+    SEPFS_RETURN_IF_ERROR(meta_->ScanBlocks(
+        ino, first, scan_end, [&](uint64_t b, std::string_view, std::string_view value) {
+          kv::BlockValue v;
+          if (!kv::DecodeBlock(value, &v).ok()) {
+            decode = Status::Corruption("bad block pointer");
+            return false;
+          }
+          if (v.inlined) {
+            if (b <= last) inlined[b] = std::string(v.bytes);
+          } else {
+            ptrs[b] = v.ptr;
+          }
+          return true;
+        }));
     SEPFS_RETURN_IF_ERROR(decode);
     for (auto it = ptrs.lower_bound(std::max(ra.first, last + 1)); !ra.empty() && it != ptrs.end();
          ++it) {

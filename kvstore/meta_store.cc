@@ -269,6 +269,23 @@ Status MetaStore::ScanPrefix(
   return Scan(prefix, PrefixEnd(prefix), fn);
 }
 
+Status MetaStore::ScanBlocks(
+    uint64_t ino, uint64_t first, uint64_t end,
+    const std::function<bool(uint64_t block, std::string_view key, std::string_view value)>& fn) {
+  if (first >= end) return Status::OK();
+  Status bad;
+  Status st = Scan(BlockKey(ino, first), BlockKey(ino, end),
+                   [&](std::string_view key, std::string_view value) {
+                     uint64_t i = 0, b = 0;
+                     if (!ParseBlockKey(key, &i, &b) || i != ino) {
+                       bad = Status::Corruption("malformed block key " + DescribeKey(key));
+                       return false;
+                     }
+                     return fn(b, key, value) && b + 1 < end;
+                   });
+  return st.ok() ? bad : st;
+}
+
 Status MetaStore::MultiGetSorted(
     const std::vector<std::string>& keys,
     const std::function<void(size_t index, const std::string* value)>& fn) {

@@ -98,6 +98,14 @@ class MetaStore {
   // Scan over all keys with this prefix.
   Status ScanPrefix(std::string_view prefix,
                     const std::function<bool(std::string_view key, std::string_view value)>& fn);
+  // Calls fn(block, key, value) for the block pointers of inode ino with
+  // first <= block < end, in order, until fn returns false. Once block
+  // end - 1 has been seen it steps no further (see Scan: the deletion
+  // markers behind it are not walked). A key in the range that is not a
+  // block key of ino is Corruption.
+  Status ScanBlocks(
+      uint64_t ino, uint64_t first, uint64_t end,
+      const std::function<bool(uint64_t block, std::string_view key, std::string_view value)>& fn);
 
   // For each key of `keys` (sorted ascending), calls fn(index, value or
   // nullptr if absent) using one iterator that steps forward with Next()

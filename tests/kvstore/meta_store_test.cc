@@ -252,6 +252,57 @@ TEST_F(MetaStoreTest, ScanRangeAndOpenEnd) {
   EXPECT_EQ(blocks, (std::vector<uint64_t>{8, 9}));
 }
 
+TEST_F(MetaStoreTest, ScanBlocksVisitsOneInodesRangeAndStopsWhenAsked) {
+  Batch b;
+  for (uint64_t blk = 0; blk < 10; ++blk) b.PutBlock(7, blk, vlog::BlockPtr{1, 1u << 20, 1, blk});
+  b.PutBlock(8, 0, vlog::BlockPtr{1, 1u << 20, 1, 99});  // the next inode's first block
+  b.PutInode(Inode(7, 0100644));
+  ASSERT_TRUE(store_->Write(&b, false).ok());
+  std::vector<uint64_t> blocks;
+  auto collect = [&](uint64_t blk, std::string_view key, std::string_view value) {
+    uint64_t ino = 0, parsed = 0;
+    EXPECT_TRUE(ParseBlockKey(key, &ino, &parsed));
+    EXPECT_EQ(ino, 7u);
+    EXPECT_EQ(parsed, blk);
+    vlog::BlockPtr p;
+    EXPECT_TRUE(DecodeBlockValue(value, &p).ok());
+    EXPECT_EQ(p.seq, blk);
+    blocks.push_back(blk);
+    return true;
+  };
+  ASSERT_TRUE(store_->ScanBlocks(7, 3, 6, collect).ok());
+  EXPECT_EQ(blocks, (std::vector<uint64_t>{3, 4, 5}));
+  blocks.clear();
+  ASSERT_TRUE(store_->ScanBlocks(7, 8, UINT64_MAX, collect).ok());  // never reaches inode 8
+  EXPECT_EQ(blocks, (std::vector<uint64_t>{8, 9}));
+  blocks.clear();
+  ASSERT_TRUE(store_->ScanBlocks(7, 5, 5, collect).ok());
+  ASSERT_TRUE(store_->ScanBlocks(7, 6, 2, collect).ok());
+  EXPECT_TRUE(blocks.empty());
+  // fn returning false ends the scan.
+  ASSERT_TRUE(store_->ScanBlocks(7, 0, 10, [&](uint64_t blk, std::string_view, std::string_view) {
+                      blocks.push_back(blk);
+                      return blk < 2;
+                    }).ok());
+  EXPECT_EQ(blocks, (std::vector<uint64_t>{0, 1, 2}));
+}
+
+TEST_F(MetaStoreTest, ScanBlocksReportsAMalformedKeyInItsRange) {
+  Batch b;
+  b.PutBlock(7, 1, vlog::BlockPtr{1, 0, 1, 1});
+  b.Put(BlockKey(7, 2) + "x", "junk");  // a block key one byte too long
+  b.PutBlock(7, 3, vlog::BlockPtr{1, 0, 1, 3});
+  ASSERT_TRUE(store_->Write(&b, false).ok());
+  std::vector<uint64_t> blocks;
+  Status s = store_->ScanBlocks(7, 0, 10, [&](uint64_t blk, std::string_view, std::string_view) {
+    blocks.push_back(blk);
+    return true;
+  });
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_EQ(s.err(), EIO);
+  EXPECT_EQ(blocks, (std::vector<uint64_t>{1}));
+}
+
 TEST_F(MetaStoreTest, MultiGetSortedClusteredKeysUseFewSeeks) {
   Batch b;
   // 200 clustered children, every third one missing; plus other records.
