@@ -5,10 +5,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "fs/clock.h"
 #include "fs/live_journal.h"
+#include "fs/mountinfo.h"
 #include "fs/old_store.h"
 
 namespace sepfs::fs {
@@ -21,7 +25,55 @@ bool LooksLikeStore(Env* env, const std::string& dir) {
   return env->Exists(MetaDir(dir) + "/CURRENT").ok();
 }
 
+std::string StoreMountPoint(const std::string& dir) {
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (real == nullptr) return "";
+  const std::string want(real);
+  std::free(real);
+  std::vector<MountInfo> mounts;
+  if (!ReadMountInfo(&mounts).ok()) return "";
+  std::string point;
+  for (const MountInfo& m : mounts) {
+    if (m.source == want && m.fstype.starts_with("fuse")) point = m.point;
+  }
+  return point;
+}
+
 namespace {
+
+// Takes the store's lock. A lock held while no mount serves the store is
+// most likely a daemon still writing after umount; that is waited for, up
+// to wait_sec (see StoreOptions::lock_wait_sec).
+Status LockStore(Env* env, const std::string& dir, double wait_sec,
+                 std::unique_ptr<FileLock>* lock) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  bool told = false;
+  for (;;) {
+    Status st = env->LockFile(LockPath(dir), lock);
+    if (st.err() != EBUSY) return st;
+    const std::string point = StoreMountPoint(dir);
+    if (!point.empty()) {
+      return Status::FromErrno(EBUSY, dir + ": store is mounted at " + point);
+    }
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited >= wait_sec) {
+      return Status::FromErrno(
+          EBUSY, dir + ": store is in use by another sepfs process" +
+                     (wait_sec > 0 ? " (still after " + std::to_string(static_cast<int>(wait_sec)) +
+                                         " s; it is not mounted here)"
+                                   : std::string(" (already mounted?)")));
+    }
+    if (!told && waited >= 1) {
+      std::fprintf(stderr,
+                   "sepfs: %s is not mounted but still locked: waiting up to %.0f s for the "
+                   "process holding it (a daemon still writing after umount?)\n",
+                   dir.c_str(), wait_sec);
+      told = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 std::string RandomUuid() {
   std::random_device rd;
@@ -135,14 +187,7 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   if (!LooksLikeStore(s->env_, dir)) {
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }
-  st = s->env_->LockFile(LockPath(dir), &s->lock_);
-  if (!st.ok()) {
-    if (st.err() == EBUSY) {
-      return Status::FromErrno(EBUSY, dir + ": store is already mounted or in use by another "
-                                            "sepfs process");
-    }
-    return st;
-  }
+  SEPFS_RETURN_IF_ERROR(LockStore(s->env_, dir, options.lock_wait_sec, &s->lock_));
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
   mo.env = options.leveldb_env;

@@ -46,7 +46,21 @@ struct StoreOptions {
   // Files of deleted segments kept for new segments
   // (vlog::Options::recycle_segments).
   size_t recycle_segments = 2;
+  // Seconds to wait for the store's lock while no mount serves the store:
+  // umount returns before the daemon has written its dirty blocks and
+  // exited, so a fsck or mount right after it finds the lock still held.
+  // The wait ends at once when a mount of the store shows up in
+  // /proc/self/mountinfo (then it is EBUSY naming the mount point). 0: no
+  // wait (EBUSY at once). The command line tools wait kCommandLockWait.
+  double lock_wait_sec = 0;
 };
+
+constexpr double kCommandLockWait = 60;
+
+// The mount point of a FUSE mount whose source is the store directory dir
+// (compared after resolving symlinks), or "" if there is none this process
+// can see (or /proc/self/mountinfo cannot be read).
+std::string StoreMountPoint(const std::string& dir);
 
 // An open store: the lock, the metadata and the value log. The lock is
 // released last, after both are closed.

@@ -260,7 +260,9 @@ int CmdFsck(const std::vector<std::string>& args) {
   fs::RaiseFileLimit();
   if (repair) {
     fs::RepairReport rep;
-    Status st = fs::Repair(store, fs::StoreOptions{}, &rep, progress);
+    fs::StoreOptions ro;
+    ro.lock_wait_sec = fs::kCommandLockWait;
+    Status st = fs::Repair(store, ro, &rep, progress);
     PrintFsckReport(rep.before, "ERROR");
     for (const auto& c : rep.changes) std::printf("repair: %s\n", c.c_str());
     std::fflush(stdout);
@@ -278,6 +280,7 @@ int CmdFsck(const std::vector<std::string>& args) {
   std::unique_ptr<fs::Store> s;
   fs::StoreOptions so;
   so.read_only = true;  // a check changes nothing
+  so.lock_wait_sec = fs::kCommandLockWait;
   Status st = fs::Store::Open(store, so, &s);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs fsck: %s\n", st.ToString().c_str());
@@ -337,12 +340,11 @@ int CmdStats(const std::vector<std::string>& args) {
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.read_only = true;
+  o.store.lock_wait_sec = fs::kCommandLockWait;
   std::unique_ptr<fs::Filesystem> f;
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
-    if (st.err() == EBUSY) {
-      return Fail(path + ": store is mounted; run sepfs stats on its mountpoint");
-    }
+    if (st.err() == EBUSY) return Fail("stats " + st.ToString() + "; run sepfs stats on its mountpoint");
     if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("stats " + why);
     return Fail("stats " + path + ": " + st.ToString());
   }
@@ -370,10 +372,11 @@ int CmdGc(const std::vector<std::string>& args) {
   fs::RaiseFileLimit();
   fs::FsOptions o;
   o.gc = "off";  // no background thread; the pass below runs in the foreground
+  o.store.lock_wait_sec = fs::kCommandLockWait;
   std::unique_ptr<fs::Filesystem> f;
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
-    if (st.err() == EBUSY) return Fail(path + ": store is mounted; run sepfs gc on its mountpoint");
+    if (st.err() == EBUSY) return Fail("gc " + st.ToString() + "; run sepfs gc on its mountpoint");
     if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("gc " + why);
     return Fail("gc " + path + ": " + st.ToString());
   }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs_test_util.h"
@@ -472,6 +474,42 @@ TEST_F(PersistTest, SecondOpenIsBusy) {
   EXPECT_NE(st.ToString().find(store_dir_), std::string::npos) << st.ToString();
   // The first Filesystem is unaffected.
   EXPECT_OK(fs_->Write(Create(kRoot, "f"), 0, "x"));
+}
+
+// umount returns before the daemon has flushed and exited: a store that no
+// mount serves but whose lock is held is waited for, up to lock_wait_sec.
+TEST_F(PersistTest, OpenWaitsForALockHeldWhileTheStoreIsNotMounted) {
+  using Clock = std::chrono::steady_clock;
+  ASSERT_OK(fs_->Write(Create(kRoot, "f"), 0, "kept"));
+  EXPECT_EQ(StoreMountPoint(store_dir_), "");
+  std::unique_ptr<Store> store;
+  StoreOptions so;
+  so.lock_wait_sec = 0.3;
+  Clock::time_point start = Clock::now();
+  Status st = Store::Open(store_dir_, so, &store);
+  EXPECT_EQ(st.err(), EBUSY) << st.ToString();
+  EXPECT_NE(st.ToString().find("still after"), std::string::npos) << st.ToString();
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_FALSE(store);
+
+  // The holder closes while the second Open waits: it gets the store.
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CloseFs();
+  });
+  so.lock_wait_sec = 30;
+  start = Clock::now();
+  st = Store::Open(store_dir_, so, &store);
+  closer.join();
+  ASSERT_OK(st);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(250));
+  store.reset();
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  kv::InodeRecord r;
+  ASSERT_OK(LookupNoRef(kRoot, "f", &r));
+  std::string got;
+  ASSERT_OK(fs_->Read(r.ino, 0, 100, &got));
+  EXPECT_EQ(got, "kept");
 }
 
 TEST_F(PersistTest, OpenOfMissingStoreFailsCleanly) {

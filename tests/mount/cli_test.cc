@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -14,9 +15,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mount_fixture.h"
@@ -348,7 +351,7 @@ TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   CmdResult r = RunSepfs({"mount", "-f", store(), mnt2}, 20);
   EXPECT_FALSE(r.timed_out) << "the second mount must be refused";
   EXPECT_NE(r.exit_code, 0) << r.Describe();
-  EXPECT_TRUE(Contains(r.err, "already mounted")) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "store is mounted at " + mnt())) << r.Describe();
   EXPECT_FALSE(IsMountpoint(mnt2));
   // The first mount keeps working.
   EXPECT_EQ(ReadFile(P("f")), "first");
@@ -363,6 +366,45 @@ TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
   ASSERT_NO_FATAL_FAILURE(Remount());
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+}
+
+// umount returns before the daemon has written its dirty blocks and exited.
+// A command that finds the store locked while no mount serves it waits for
+// the lock (here held by the test, as such a daemon would), and says so.
+TEST_F(UnmountedTest, CommandsWaitForALockHeldWhileTheStoreIsNotMounted) {
+  auto hold_lock_for = [&](int ms) {
+    const int fd = ::open((store() + "/LOCK").c_str(), O_RDWR | O_CLOEXEC);
+    EXPECT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0) << strerror(errno);
+    return std::thread([fd, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      ::close(fd);
+    });
+  };
+  using Clock = std::chrono::steady_clock;
+  std::thread holder = hold_lock_for(1500);
+  Clock::time_point start = Clock::now();
+  CmdResult r = FsckResult();
+  holder.join();
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "is not mounted but still locked: waiting up to")) << r.Describe();
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(1400));
+
+  holder = hold_lock_for(1500);
+  start = Clock::now();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  holder.join();
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(1400));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "after the wait"));
+  EXPECT_EQ(ReadFile(P("f")), "after the wait");
+  // Mounted: no wait, and the error names the mount point.
+  start = Clock::now();
+  r = FsckResult();
+  EXPECT_EQ(r.exit_code, 8) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "store is mounted at " + mnt())) << r.Describe();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
 }
 
 TEST_F(UnmountedTest, FsckExitCodes) {
