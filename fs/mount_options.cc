@@ -89,7 +89,10 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     } else if (opt == "default_permissions") {
       o->default_permissions = true;
     } else if (key == "max_write") {
-      ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 4096;
+      // libfuse reads each request into a buffer of max_write plus a page: a
+      // SETXATTR of a 64 KiB value (the kernel's limit) must fit.
+      ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 65536;
+      accepted = "65536 to 1048576 bytes";
     } else if (key == "max_read") {
       ok = ParseUnsigned(val, 1u << 20, &o->max_read) && o->max_read >= 4096;
       accepted = "4096 to 1048576 bytes";

@@ -54,7 +54,10 @@ struct MountOptions {
   // Direct I/O spares the kernel a page allocation and a copy per byte;
   // buffered I/O keeps records cached for reads that miss the data cache.
   bool direct_io = true;
-  unsigned max_write = 1u << 20;   // max_write=BYTES
+  // max_write=BYTES, 64 KiB to 1 MiB: the largest write request, and with a
+  // page more the size of the buffer libfuse reads every request into, so no
+  // less than a SETXATTR of a 64 KiB value (below, such a SETXATTR is E2BIG).
+  unsigned max_write = 1u << 20;
   // max_read=BYTES: largest read request. The kernel cuts its readahead
   // into requests of this size and sends them at once, so the daemon's
   // threads read the disk and copy into the page cache side by side: with

@@ -82,6 +82,21 @@ TEST(MountOptions, MaxReadIsTakenWithinBounds) {
   }
 }
 
+// A request is read into a buffer of max_write plus a page; a SETXATTR of a
+// 64 KiB value must fit (fsx found E2BIG with max_write=16384).
+TEST(MountOptions, MaxWriteIsAtLeast64KiB) {
+  MountOptions o;
+  EXPECT_EQ(o.max_write, 1u << 20);
+  ASSERT_TRUE(ParseMountOptions("max_write=65536", &o).ok());
+  EXPECT_EQ(o.max_write, 65536u);
+  for (const char* opt : {"max_write=4096", "max_write=65535", "max_write=1048577", "max_write="}) {
+    MountOptions p;
+    Status st = ParseMountOptions(opt, &p);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_NE(st.ToString().find("65536 to 1048576 bytes"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST(MountOptions, BufferedVlogTurnsDirectWritesOff) {
   MountOptions o;
   EXPECT_TRUE(o.direct_io);

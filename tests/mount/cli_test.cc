@@ -319,7 +319,7 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
 // and the store stays usable.
 TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   for (const char* opt : {"checkpoint_mb=0", "checkpoint_mb=x", "gc=bogus", "gc_streams=3",
-                          "max_write=12", "max_read=12", "max_read=2097152",
+                          "max_write=12", "max_write=16384", "max_read=12", "max_read=2097152",
                           "prefetch_threads=0", "flush_interval=-1",
                           "max_dirty_ratio=51", "max_dirty_ratio=-1", "flush_interval=inf",
                           "flush_interval=1e300", "attr_timeout=nan", "entry_timeout=-1"}) {
@@ -625,7 +625,7 @@ TEST_F(UnmountedTest, MountOptions) {
       {"cache_mb=1"},
       {"checkpoint_mb=1"},
       {"nodefault_permissions"},
-      {"nowriteback", "noreaddirplus", "max_write=4096", "cache_mb=2"},
+      {"nowriteback", "noreaddirplus", "max_write=65536", "max_read=4096", "cache_mb=2"},
   };
   int i = 0;
   for (const auto& opts : option_sets) {
@@ -643,6 +643,14 @@ TEST_F(UnmountedTest, MountOptions) {
     }
     ASSERT_SYS_OK(::mkdir(P("d" + std::to_string(i)).c_str(), 0755));
     ASSERT_SYS_OK(::rmdir(P("d" + std::to_string(i)).c_str()));
+    // An xattr value of the kernel's largest size fits in one request
+    // (max_write=16384 made it E2BIG).
+    const std::string big = RandomBytes(65536, 20 + i);
+    ASSERT_SYS_OK(::setxattr(P(name).c_str(), "user.big", big.data(), big.size(), 0));
+    std::string got(65536, '\0');
+    EXPECT_EQ(::getxattr(P(name).c_str(), "user.big", got.data(), got.size()), 65536)
+        << strerror(errno);
+    EXPECT_TRUE(SameBytes(got, big));
     DIR* d = ::opendir(mnt().c_str());
     ASSERT_NE(d, nullptr);
     int n = 0;
