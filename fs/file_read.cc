@@ -85,7 +85,10 @@ void Filesystem::PrefetchFirstBlocks(const DirPrefetch& p) {
                                     }
                                     return true;
                                   });
-    if (!st.ok()) break;  // a hint only: the foreground read will report errors
+    // A hint only: the foreground read will report errors. A bad key of one
+    // file does not stop the others'.
+    if (st.IsCorruption()) continue;
+    if (!st.ok()) break;
   }
   e->prefetcher.Prefetch(std::move(reqs));
 }

@@ -133,6 +133,11 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseUnsigned(val, 4, &o->gc_streams) && (o->gc_streams == 2 || o->gc_streams == 4);
     } else if (key == "threads") {
       ok = ParseUnsigned(val, 256, &o->threads) && o->threads > 0;
+    } else if (key == "fsname" || key == "subtype") {
+      // The mount is named after its store: commands find a mounted store
+      // by it (StoreMountPoint), and df and mount(8) show it.
+      return Status::InvalidArgument("mount option '" + opt +
+                                     "' is set by sepfs itself (the store's path, type sepfs)");
     } else {
       if (opt == "ro") o->read_only = true;
       o->passthrough.push_back(opt);
@@ -142,6 +147,9 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
                                      (accepted.empty() ? "" : " (" + accepted + ")"));
     }
   }
+  // No request is larger than max_write: libfuse sizes the kernel's max_pages
+  // by it, so a larger max_read would be cut to it anyway.
+  o->max_read = std::min(o->max_read, o->max_write);
   return Status::OK();
 }
 

@@ -26,15 +26,20 @@ bool LooksLikeStore(Env* env, const std::string& dir) {
 }
 
 std::string StoreMountPoint(const std::string& dir) {
-  char* real = ::realpath(dir.c_str(), nullptr);
-  if (real == nullptr) return "";
-  const std::string want(real);
-  std::free(real);
+  struct stat want;
+  if (::stat(dir.c_str(), &want) != 0) return "";
   std::vector<MountInfo> mounts;
   if (!ReadMountInfo(&mounts).ok()) return "";
   std::string point;
   for (const MountInfo& m : mounts) {
-    if (m.source == want && m.fstype.starts_with("fuse")) point = m.point;
+    // The daemon names its mount after the store's absolute path (fsname);
+    // the same directory reached by another path (a bind mount, a rename
+    // since) is still found by its identity.
+    struct stat st;
+    if (m.fstype.starts_with("fuse") && ::stat(m.source.c_str(), &st) == 0 &&
+        st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
+      point = m.point;
+    }
   }
   return point;
 }
@@ -48,21 +53,25 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
                  std::unique_ptr<FileLock>* lock) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
+  Clock::time_point next_mount_check = start;
   bool told = false;
   for (;;) {
     Status st = env->LockFile(LockPath(dir), lock);
     if (st.err() != EBUSY) return st;
-    const std::string point = StoreMountPoint(dir);
-    if (!point.empty()) {
-      return Status::FromErrno(EBUSY, dir + ": store is mounted at " + point);
+    const Clock::time_point now = Clock::now();
+    if (now >= next_mount_check) {  // mountinfo may be long: a few looks a second
+      const std::string point = StoreMountPoint(dir);
+      if (!point.empty()) {
+        return Status::FromErrno(EBUSY, dir + ": store is mounted at " + point);
+      }
+      next_mount_check = now + std::chrono::milliseconds(250);
     }
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    const double waited = std::chrono::duration<double>(now - start).count();
     if (waited >= wait_sec) {
-      return Status::FromErrno(
-          EBUSY, dir + ": store is in use by another sepfs process" +
-                     (wait_sec > 0 ? " (still after " + std::to_string(static_cast<int>(wait_sec)) +
-                                         " s; it is not mounted here)"
-                                   : std::string(" (already mounted?)")));
+      char why[96];
+      std::snprintf(why, sizeof(why), " (still after %.1f s; it is not mounted here)", wait_sec);
+      return Status::FromErrno(EBUSY, dir + ": store is in use by another sepfs process" +
+                                          (wait_sec > 0 ? why : " (already mounted?)"));
     }
     if (!told && waited >= 1) {
       std::fprintf(stderr,

@@ -89,6 +89,12 @@ TEST(MountOptions, MaxWriteIsAtLeast64KiB) {
   EXPECT_EQ(o.max_write, 1u << 20);
   ASSERT_TRUE(ParseMountOptions("max_write=65536", &o).ok());
   EXPECT_EQ(o.max_write, 65536u);
+  EXPECT_EQ(o.max_read, 65536u) << "max_read is at most max_write";
+  MountOptions q;
+  ASSERT_TRUE(ParseMountOptions("max_read=1048576,max_write=262144", &q).ok());
+  EXPECT_EQ(q.max_read, 262144u);
+  ASSERT_TRUE(ParseMountOptions("max_read=4096", &q).ok());
+  EXPECT_EQ(q.max_read, 4096u);
   for (const char* opt : {"max_write=4096", "max_write=65535", "max_write=1048577", "max_write="}) {
     MountOptions p;
     Status st = ParseMountOptions(opt, &p);
@@ -114,6 +120,16 @@ TEST(MountOptions, IoUringIsAskedForAndTheLastWordCounts) {
   ASSERT_TRUE(ParseMountOptions("noio_uring", &o).ok());
   EXPECT_FALSE(o.io_uring);
   EXPECT_TRUE(o.passthrough.empty());  // none of them reaches libfuse
+}
+
+// The mount is named after its store; commands find a mounted store by it.
+TEST(MountOptions, FsnameAndSubtypeAreSepfsOwn) {
+  for (const char* opt : {"fsname=other", "subtype=x", "ro,fsname=/srv/s"}) {
+    MountOptions o;
+    Status st = ParseMountOptions(opt, &o);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_NE(st.ToString().find("is set by sepfs itself"), std::string::npos) << st.ToString();
+  }
 }
 
 }  // namespace
