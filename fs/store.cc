@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
@@ -35,8 +34,10 @@ std::string StoreMountPoint(const std::string& dir) {
     // The daemon names its mount after the store's absolute path (fsname);
     // the same directory reached by another path (a bind mount, a rename
     // since) is still found by its identity.
+    // Only sepfs mounts' sources are looked at: another file system's
+    // source may lie on a mount that does not answer.
     struct stat st;
-    if (m.fstype.starts_with("fuse") && ::stat(m.source.c_str(), &st) == 0 &&
+    if (m.fstype == "fuse.sepfs" && ::stat(m.source.c_str(), &st) == 0 &&
         st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
       point = m.point;
     }

@@ -57,9 +57,9 @@ struct StoreOptions {
 
 constexpr double kCommandLockWait = 60;
 
-// The mount point of a FUSE mount whose source is the store directory dir
-// (the same directory: device and inode), or "" if there is none this
-// process can see (or /proc/self/mountinfo cannot be read).
+// The mount point of a sepfs mount (type fuse.sepfs) whose source is the
+// store directory dir (the same directory: device and inode), or "" if there
+// is none this process can see (or /proc/self/mountinfo cannot be read).
 std::string StoreMountPoint(const std::string& dir);
 
 // An open store: the lock, the metadata and the value log. The lock is
