@@ -255,7 +255,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
       ReadRequest& r = reqs[which[k]];
       r.status = std::move(sub[k].status);
       if (!r.status.ok() || bufs[k] == nullptr) continue;
-      if (keep) cache_->Insert(r.ptr, r.inode, r.block, bufs[k], /*prefetched=*/false);
+      if (keep && !r.once) cache_->Insert(r.ptr, r.inode, r.block, bufs[k], /*prefetched=*/false);
       Deliver(r, std::move(bufs[k]));
     }
   };

@@ -19,7 +19,7 @@
 //   - a request that is only queued is taken out of the queue and read by
 //     the caller, like everything else, with one ValueLog::ReadMany.
 // Records read by the caller are cached (not marked prefetched) when
-// options.cache_foreground is set.
+// options.cache_foreground is set, except requests marked `once`.
 //
 // Cancel(tag) drops queued, unstarted requests that carry `tag` (e.g. the
 // prefetches of a directory listing nobody follows up on).

@@ -146,6 +146,10 @@ struct ReadRequest {
   // handed over instead of copied: on success *ref holds exactly ptr.length
   // bytes (shared with the cache) and buf, which may be null, is not used.
   std::shared_ptr<const std::string>* ref = nullptr;
+  // Prefetcher::Read only: the record, if read from the log, is not kept in
+  // the cache (the caller takes all of it and keeps it: the kernel's page
+  // cache holds a FUSE file's bytes once a READ has returned them).
+  bool once = false;
 };
 
 // Callback of ScanSegment: a record at `ptr` with its header and data. A

@@ -399,6 +399,31 @@ TEST_P(ReadPiecesTest, ReadPiecesGiveTheSameBytesAndShareCachedRecords) {
   EXPECT_EQ(v.inlined, GetParam());
 }
 
+// A READ that takes a record whole leaves it to the kernel's page cache (the
+// FUSE file's pages hold it once the reply is in); a record read in part is
+// kept for the READs of its other parts.
+TEST_F(PrefetchFsTest, RecordsAReadTakesWholeAreNotKeptInTheDataCache) {
+  const uint32_t bs = block_size();
+  const uint64_t a = Create(kRoot, "a");
+  const std::string data = Payload(a, 4 * bs);
+  ASSERT_OK(fs_->Write(a, 0, data));
+  ASSERT_OK(fs_->Flush(a));
+  Reopen();
+  std::string out(4 * bs, '\0');
+  ReadPieces pieces;
+  size_t got = 0;
+  ASSERT_OK(fs_->ReadInto(a, 0, 2 * bs, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(Gather(pieces), data.substr(0, 2 * bs));
+  EXPECT_EQ(fs_->DataCacheStats().entries, 0u);
+  ASSERT_OK(fs_->ReadInto(a, 2 * bs + 10, 100, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(Gather(pieces), data.substr(2 * bs + 10, 100));
+  EXPECT_EQ(fs_->DataCacheStats().entries, 1u);
+  const uint64_t hits = fs_->DataCacheStats().hits;
+  ASSERT_OK(fs_->ReadInto(a, 2 * bs + 200, 100, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(Gather(pieces), data.substr(2 * bs + 200, 100));
+  EXPECT_EQ(fs_->DataCacheStats().hits, hits + 1);
+}
+
 TEST_F(PrefetchFsTest, ReadPiecesFallBackToOneBufferWhenThereAreTooMany) {
   const uint32_t bs = block_size();
   const uint64_t a = Create(kRoot, "a");

@@ -183,6 +183,38 @@ TEST_F(PrefetcherTest, PrefetchedRecordsServedWithoutAnotherPread) {
   EXPECT_EQ(pf_->stats().skipped, 16u);
 }
 
+// A foreground read marked `once` (the caller takes the whole record and
+// keeps it) hands the record over without caching it; the others are cached.
+TEST_F(PrefetcherTest, RecordsReadOnceAreHandedOverButNotCached) {
+  Start();
+  std::vector<Rec> rs = Write(9, 4);
+  std::vector<ReadRequest> rq(rs.size());
+  std::vector<std::shared_ptr<const std::string>> holds(rs.size());
+  for (size_t i = 0; i < rs.size(); i++) {
+    rq[i].ptr = rs[i].ptr;
+    rq[i].inode = rs[i].inode;
+    rq[i].block = rs[i].block;
+    rq[i].ref = &holds[i];
+    rq[i].once = i < 2;
+  }
+  ASSERT_TRUE(pf_->Read(rq).ok());
+  for (size_t i = 0; i < rs.size(); i++) {
+    ASSERT_NE(holds[i], nullptr) << i;
+    EXPECT_EQ(*holds[i], rs[i].data) << i;
+  }
+  EXPECT_EQ(cache_->stats().entries, 2u);
+  // The cached two come back without a pread, the other two need one each
+  // (adjacent: one run).
+  uint64_t preads = vlog_->stats().preads;
+  std::vector<std::string> bufs;
+  ASSERT_TRUE(ReadAll({rs[2], rs[3]}, &bufs).ok());
+  EXPECT_EQ(bufs[0], rs[2].data);
+  EXPECT_EQ(vlog_->stats().preads, preads);
+  ASSERT_TRUE(ReadAll({rs[0], rs[1]}, &bufs).ok());
+  EXPECT_EQ(bufs[1], rs[1].data);
+  EXPECT_EQ(vlog_->stats().preads, preads + 1);
+}
+
 TEST_F(PrefetcherTest, AdjacentRequestsShareOnePread) {
   Start();
   std::vector<Rec> rs = Write(6, 8);  // back to back in one segment, 8 x 16 KiB
