@@ -253,7 +253,7 @@ Status Filesystem::ReadInto(uint64_t ino, uint64_t off, size_t size, char* out, 
         const uint64_t want = std::min(avail, hi - lo);
         // The READ takes the whole record: the kernel's page cache keeps it
         // from here on, so the data cache need not.
-        r.once = lo == 0 && want == p->second.length;
+        r.once = pieces->kernel_keeps_pages && lo == 0 && want == p->second.length;
         refs.push_back({dst, lo, want, reqs.size()});
         std::memset(out + dst + want, 0, hi - lo - want);  // past the stored bytes
       } else if (lo == 0 && p->second.length <= hi) {

@@ -101,6 +101,9 @@ struct SetAttrRequest {
 struct ReadPieces {
   std::vector<iovec> iov;
   std::vector<std::shared_ptr<const std::string>> holds;
+  // Set by the caller: the kernel keeps the file's pages across opens, so a
+  // record the read takes whole need not stay in the data cache.
+  bool kernel_keeps_pages = false;
   void clear() {
     iov.clear();
     holds.clear();

@@ -354,6 +354,9 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     struct Clear {
       ~Clear() { pieces.clear(); }
     } clear;
+    // Opens the kernel makes itself keep the page cache, and so do ours with
+    // the writeback cache (SetOpenFlags); otherwise our OPENs drop it.
+    pieces.kernel_keeps_pages = Ctx(req)->no_open || Ctx(req)->options.writeback_cache;
     // A file the kernel opened by itself has no handle of ours: its reads
     // share the inode's sequential detector.
     FileHandle* fh = reinterpret_cast<FileHandle*>(fi->fh);

@@ -411,10 +411,12 @@ TEST_F(PrefetchFsTest, RecordsAReadTakesWholeAreNotKeptInTheDataCache) {
   Reopen();
   std::string out(4 * bs, '\0');
   ReadPieces pieces;
+  pieces.kernel_keeps_pages = true;
   size_t got = 0;
   ASSERT_OK(fs_->ReadInto(a, 0, 2 * bs, out.data(), &got, nullptr, &pieces));
   EXPECT_EQ(Gather(pieces), data.substr(0, 2 * bs));
   EXPECT_EQ(fs_->DataCacheStats().entries, 0u);
+  // Part of a record, from its start or from inside it: kept.
   ASSERT_OK(fs_->ReadInto(a, 2 * bs + 10, 100, out.data(), &got, nullptr, &pieces));
   EXPECT_EQ(Gather(pieces), data.substr(2 * bs + 10, 100));
   EXPECT_EQ(fs_->DataCacheStats().entries, 1u);
@@ -422,6 +424,16 @@ TEST_F(PrefetchFsTest, RecordsAReadTakesWholeAreNotKeptInTheDataCache) {
   ASSERT_OK(fs_->ReadInto(a, 2 * bs + 200, 100, out.data(), &got, nullptr, &pieces));
   EXPECT_EQ(Gather(pieces), data.substr(2 * bs + 200, 100));
   EXPECT_EQ(fs_->DataCacheStats().hits, hits + 1);
+  ASSERT_OK(fs_->ReadInto(a, 3 * bs, 100, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(Gather(pieces), data.substr(3 * bs, 100));
+  EXPECT_EQ(fs_->DataCacheStats().entries, 2u);
+  // When the kernel may drop its pages (our OPENs without the writeback
+  // cache), whole records are kept too.
+  Reopen();
+  pieces.kernel_keeps_pages = false;
+  ASSERT_OK(fs_->ReadInto(a, 0, 2 * bs, out.data(), &got, nullptr, &pieces));
+  EXPECT_EQ(Gather(pieces), data.substr(0, 2 * bs));
+  EXPECT_EQ(fs_->DataCacheStats().entries, 2u);
 }
 
 TEST_F(PrefetchFsTest, ReadPiecesFallBackToOneBufferWhenThereAreTooMany) {
