@@ -92,13 +92,13 @@ constexpr const char* kFsckUsage =
 constexpr const char* kStatsUsage =
     "usage: sepfs stats STORE_OR_MOUNTPOINT\n"
     "Prints space used, live and garbage bytes per segment class, record counts and\n"
-    "cache statistics of a store (unmounted) or of a mounted sepfs.\n";
+    "cache statistics of a store, through its mount when it is mounted.\n";
 
 constexpr const char* kGcUsage =
     "usage: sepfs gc STORE_OR_MOUNTPOINT\n"
     "Runs a garbage-collection pass now: every sealed vLog segment holding garbage\n"
-    "is collected (its live blocks are relocated, then it is deleted). Works on a\n"
-    "mounted sepfs (give the mountpoint) or an unmounted store.\n";
+    "is collected (its live blocks are relocated, then it is deleted). A mounted\n"
+    "store is collected by its daemon.\n";
 
 bool WantsHelp(const std::vector<std::string>& args) {
   for (const auto& a : args) {
@@ -328,10 +328,17 @@ bool ReadMountStats(const std::string& path, std::string* out, std::string* hint
   return false;
 }
 
+// A store given by its directory while it is mounted is reached through its
+// mount point; any other path stays as it is.
+std::string MountOf(const std::string& path) {
+  const std::string point = fs::StoreMountPoint(path);
+  return point.empty() ? path : point;
+}
+
 int CmdStats(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kStatsUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kStatsUsage);
-  const std::string& path = args[0];
+  const std::string path = MountOf(args[0]);
   std::string text, why;
   if (ReadMountStats(path, &text, &why)) {
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -344,7 +351,7 @@ int CmdStats(const std::vector<std::string>& args) {
   std::unique_ptr<fs::Filesystem> f;
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
-    if (st.err() == EBUSY) return Fail("stats " + st.ToString() + "; run sepfs stats on its mountpoint");
+    if (st.err() == EBUSY) return Fail("stats " + st.ToString());
     if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("stats " + why);
     return Fail("stats " + path + ": " + st.ToString());
   }
@@ -355,7 +362,7 @@ int CmdStats(const std::vector<std::string>& args) {
 int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kGcUsage);
-  const std::string& path = args[0];
+  const std::string path = MountOf(args[0]);
   std::string s, why;
   if (ReadMountStats(path, &s, &why)) {
     std::printf("sepfs gc: collecting %s (mounted) ...\n", path.c_str());
@@ -376,7 +383,7 @@ int CmdGc(const std::vector<std::string>& args) {
   std::unique_ptr<fs::Filesystem> f;
   Status st = fs::Filesystem::Open(path, o, &f);
   if (!st.ok()) {
-    if (st.err() == EBUSY) return Fail("gc " + st.ToString() + "; run sepfs gc on its mountpoint");
+    if (st.err() == EBUSY) return Fail("gc " + st.ToString());
     if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("gc " + why);
     return Fail("gc " + path + ": " + st.ToString());
   }

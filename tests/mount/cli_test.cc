@@ -434,6 +434,13 @@ TEST_F(UnmountedTest, StatsAndHelp) {
   r = RunSepfs({"stats", mnt()});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 4 streams)")) << r.Describe();
+  // The store's own directory, while mounted, reaches the daemon too.
+  r = RunSepfs({"stats", store()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 4 streams)")) << r.Describe();
+  r = RunSepfs({"gc", store()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "collecting " + mnt() + " (mounted)")) << r.Describe();
   // A directory inside the mount is neither its root nor a store.
   ASSERT_SYS_OK(::mkdir(P("sub").c_str(), 0755));
   for (const char* cmd : {"stats", "gc"}) {
