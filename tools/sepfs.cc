@@ -328,19 +328,30 @@ bool ReadMountStats(const std::string& path, std::string* out, std::string* hint
   return false;
 }
 
-// A store given by its directory while it is mounted is reached through its
-// mount point; any other path stays as it is.
-std::string MountOf(const std::string& path) {
+// Stats of the mount that serves path: path itself when it is a mount's
+// root, or the mount point of the store path names when its daemon answers
+// (*mount is set to the one that did). A store whose daemon is gone (a dead
+// mount answers ENOTCONN) is left to Filesystem::Open, as is any path that
+// no live mount serves.
+bool ReadServingMountStats(const std::string& path, std::string* mount, std::string* out,
+                           std::string* hint) {
+  if (ReadMountStats(path, out, hint)) {
+    *mount = path;
+    return true;
+  }
   const std::string point = fs::StoreMountPoint(path);
-  return point.empty() ? path : point;
+  std::string ignored;
+  if (point.empty() || !ReadMountStats(point, out, &ignored)) return false;
+  *mount = point;
+  return true;
 }
 
 int CmdStats(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kStatsUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kStatsUsage);
-  const std::string path = MountOf(args[0]);
-  std::string text, why;
-  if (ReadMountStats(path, &text, &why)) {
+  const std::string& path = args[0];
+  std::string mount, text, why;
+  if (ReadServingMountStats(path, &mount, &text, &why)) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
@@ -362,15 +373,15 @@ int CmdStats(const std::vector<std::string>& args) {
 int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
   if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kGcUsage);
-  const std::string path = MountOf(args[0]);
-  std::string s, why;
-  if (ReadMountStats(path, &s, &why)) {
-    std::printf("sepfs gc: collecting %s (mounted) ...\n", path.c_str());
+  const std::string& path = args[0];
+  std::string mount, s, why;
+  if (ReadServingMountStats(path, &mount, &s, &why)) {
+    std::printf("sepfs gc: collecting %s (mounted) ...\n", mount.c_str());
     std::fflush(stdout);
-    if (::setxattr(path.c_str(), "sepfs.gc", "1", 1, 0) != 0) {
-      return Fail("gc " + path + ": " + std::strerror(errno));
+    if (::setxattr(mount.c_str(), "sepfs.gc", "1", 1, 0) != 0) {
+      return Fail("gc " + mount + ": " + std::strerror(errno));
     }
-    if (ReadMountStats(path, &s, &why)) {
+    if (ReadMountStats(mount, &s, &why)) {
       const size_t at = s.find("segments by class:");
       std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
     }

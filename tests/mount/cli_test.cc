@@ -425,6 +425,39 @@ TEST_F(UnmountedTest, FsckExitCodes) {
   EXPECT_EQ(r.exit_code, 8) << r.Describe();
 }
 
+// A store whose daemon died still has its mount attached (ENOTCONN) until
+// someone detaches it; stats and gc of the store's directory then open the
+// store itself, whose lock the dead daemon no longer holds.
+TEST_F(UnmountedTest, StatsAndGcOfAStoreWhoseDaemonDied) {
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  const std::string data = RandomBytes(kMiB, 6);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  {
+    const int fd = ::open(P("f").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_EQ(::fsync(fd), 0) << strerror(errno);
+    ::close(fd);
+  }
+  ASSERT_EQ(::kill(daemon_pid(), SIGKILL), 0) << strerror(errno);
+  // Dead once the mount answers ENOTCONN (the kernel saw /dev/fuse close).
+  bool dead = false;
+  for (int i = 0; i < 1000 && !dead; ++i) {
+    struct statvfs sv;  // always asks the daemon (stat may be answered from cache)
+    dead = ::statvfs(mnt().c_str(), &sv) != 0 && errno == ENOTCONN;
+    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(dead) << "the mount still answers after SIGKILL of its daemon";
+  CmdResult r = RunSepfs({"stats", store()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segments by class:")) << r.Describe();
+  r = RunSepfs({"gc", store()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segments collected")) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(KillDaemon());  // reaps it and detaches the dead mount
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+}
+
 TEST_F(UnmountedTest, StatsAndHelp) {
   CmdResult r = RunSepfs({"stats", store()});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
