@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
@@ -18,7 +19,12 @@ namespace {
 // A number of seconds from min to kMaxSeconds; strtod alone would also take
 // inf, nan, 1e300 and leading blanks.
 bool ParseSeconds(const std::string& v, double min, double* out) {
-  if (v.empty() || (!std::isdigit(static_cast<unsigned char>(v[0])) && v[0] != '.')) return false;
+  // Decimal only: strtod would also read hex (0x10, 0x1p4) and exponents
+  // (1e-400, which underflows to 0).
+  const size_t digits = static_cast<size_t>(std::count_if(
+      v.begin(), v.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }));
+  const size_t dots = static_cast<size_t>(std::count(v.begin(), v.end(), '.'));
+  if (digits == 0 || dots > 1 || digits + dots != v.size()) return false;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
   if (!end || *end != '\0' || !std::isfinite(x) || x < min || x > kMaxSeconds) return false;
@@ -33,9 +39,16 @@ std::string SecondsRange(double min) {
 }
 
 bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) {
+  // Digits only: strtoull would also take a sign and leading blanks.
+  if (v.empty() || !std::all_of(v.begin(), v.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
+    return false;
+  }
+  errno = 0;
   char* end = nullptr;
   unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || !end || *end != '\0' || x > max || v[0] == '-') return false;
+  if (errno == ERANGE || !end || *end != '\0' || x > max) return false;
   *out = static_cast<unsigned>(x);
   return true;
 }
@@ -59,6 +72,17 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
   std::string opt;
   while (std::getline(ss, opt, ',')) {
     if (opt.empty() || kIgnored.count(opt)) continue;
+    // libfuse reads a backslash as an escape after sepfs has checked the
+    // option (allow\_other would pass as something else and become
+    // allow_other), and a leading '-' as a command-line flag (-r: ro).
+    if (opt.find('\\') != std::string::npos) {
+      return Status::InvalidArgument("mount option '" + opt +
+                                     "': backslashes are not accepted in mount options");
+    }
+    if (opt[0] == '-') {
+      return Status::InvalidArgument("mount option '" + opt +
+                                     "' is a flag, not a mount option (-o takes name[=value],...)");
+    }
     const size_t eq = opt.find('=');
     const std::string key = opt.substr(0, eq);
     const std::string val = eq == std::string::npos ? "" : opt.substr(eq + 1);
@@ -94,7 +118,7 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
       ok = ParseUnsigned(val, 1u << 20, &o->max_write) && o->max_write >= 65536;
       accepted = "65536 to 1048576 bytes";
     } else if (key == "max_read") {
-      ok = ParseUnsigned(val, 1u << 20, &o->max_read) && o->max_read >= 4096;
+      ok = ParseUnsigned(val, 1u << 20, &o->max_read_asked) && o->max_read_asked >= 4096;
       accepted = "4096 to 1048576 bytes";
     } else if (key == "max_dirty_ratio") {
       ok = ParseUnsigned(val, 50, &o->max_dirty_ratio);
@@ -149,7 +173,9 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
   }
   // No request is larger than max_write: libfuse sizes the kernel's max_pages
   // by it, so a larger max_read would be cut to it anyway.
-  o->max_read = std::min(o->max_read, o->max_write);
+  // Computed from what was asked each time, so that options given in
+  // several -o arguments end the same as in one.
+  o->max_read = std::min(o->max_read_asked, o->max_write);
   return Status::OK();
 }
 

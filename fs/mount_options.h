@@ -64,6 +64,8 @@ struct MountOptions {
   // 128 KiB instead of 1 MiB a loop reading whole photos ran 25-40% faster,
   // sequential and random reads no slower (bench/RESULTS.md). Passed to the
   // kernel at mount and repeated in the INIT reply, which libfuse insists on.
+  // max_read is what is used: the value asked for, at most max_write.
+  unsigned max_read_asked = 128u << 10;
   unsigned max_read = 128u << 10;
   // max_dirty_ratio=PCT: the share of the kernel's dirty-page limit this
   // mount's page cache may hold (the kernel gives a FUSE mount 1%); 0 keeps

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,8 @@ constexpr const char* kFsckUsage =
     "             unreachable inodes moved to /lost+found, link counts set, orphans\n"
     "             reclaimed, counters rewritten, a damaged segment header rewritten\n"
     "             (its records verify one by one), a corrupt LevelDB rebuilt\n"
-    "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same)\n"
+    "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same;\n"
+    "             -n: check only, refused with any of them)\n"
     "Exit status as e2fsck: 0 no errors, 1 errors corrected, 4 errors left\n"
     "uncorrected, 8 operational error.\n";
 
@@ -147,8 +149,13 @@ int CmdMkfs(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kMkfsUsage, stdout), 0;
   fs::MkfsOptions o;
   std::string store;
+  std::set<std::string> given;  // a size given twice is a mistake, not an override
   for (const auto& a : args) {
     uint64_t v;
+    const size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos && !given.insert(a.substr(0, eq)).second) {
+      return Fail(a.substr(0, eq) + " given twice", kMkfsUsage);
+    }
     if (a == "--force" || a == "-f") {
       o.force = true;
     } else if (a.rfind("--block-size=", 0) == 0) {
@@ -236,22 +243,36 @@ void PrintFsckReport(const fs::FsckReport& rep, const char* error_label) {
 int CmdFsck(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kFsckUsage, stdout), 0;
   std::string store;
-  bool repair = false;
+  bool repair = false, check_only = false;
   for (const auto& a : args) {
     // fsck(8) passes -a/-p/-y to repair without asking, -n to only check.
     if (a == "--repair" || a == "-a" || a == "-p" || a == "-y") {
       repair = true;
       continue;
     }
-    if (a == "-n" || a == "-f" || a == "-C0") continue;
+    if (a == "-n") {
+      check_only = true;
+      continue;
+    }
+    if (a == "-f" || a == "-C0") continue;
     if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "sepfs: unknown option %s\n%s", a.c_str(), kFsckUsage);
+      return 8;
+    }
+    if (!store.empty()) {
+      std::fprintf(stderr, "sepfs fsck: one store at a time (got %s and %s)\n%s", store.c_str(),
+                   a.c_str(), kFsckUsage);
       return 8;
     }
     store = a;
   }
   if (store.empty()) {
     std::fputs(kFsckUsage, stderr);
+    return 8;
+  }
+  if (repair && check_only) {
+    std::fprintf(stderr, "sepfs fsck: -n (change nothing) and a repair option contradict\n%s",
+                 kFsckUsage);
     return 8;
   }
   auto progress = [](const std::string& line) {

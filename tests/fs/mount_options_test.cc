@@ -41,7 +41,8 @@ TEST(MountOptions, SecondsWithinBoundsAreTaken) {
 TEST(MountOptions, SecondsOutOfBoundsAreRefused) {
   for (const char* key : {"attr_timeout", "entry_timeout", "flush_interval"}) {
     for (const char* val : {"inf", "INF", "infinity", "nan", "-nan", "1e300", "1000001", "-1",
-                            "-0.5", " 1", "+1", "1s", "", "0x", "."}) {
+                            "-0.5", " 1", "+1", "1s", "", "0x", ".", "0x10", "0x1p4",
+                            "1e-400", "1e3", "1.2.3"}) {
       const std::string opt = std::string(key) + "=" + val;
       MountOptions o;
       Status st = ParseMountOptions(opt, &o);
@@ -130,6 +131,50 @@ TEST(MountOptions, FsnameAndSubtypeAreSepfsOwn) {
     EXPECT_FALSE(st.ok()) << opt;
     EXPECT_NE(st.ToString().find("is set by sepfs itself"), std::string::npos) << st.ToString();
   }
+}
+
+// Whole numbers are digits only: strtoull alone takes a sign and blanks.
+TEST(MountOptions, WholeNumbersAreDigitsOnly) {
+  for (const char* opt : {"threads=+8", "cache_mb= 8", "max_dirty_ratio=\t0", "data_cache_mb= -0",
+                          "data_cache_mb=-0", "recycle_segments=2 ", "cpu_latency=1e3",
+                          "threads=0x8", "cache_mb=18446744073709551617"}) {
+    MountOptions o;
+    EXPECT_FALSE(ParseMountOptions(opt, &o).ok()) << opt;
+  }
+  MountOptions o;
+  ASSERT_TRUE(ParseMountOptions("threads=8,data_cache_mb=0,recycle_segments=02", &o).ok());
+  EXPECT_EQ(o.threads, 8u);
+  EXPECT_EQ(o.data_cache_mb, 0u);
+  EXPECT_EQ(o.recycle_segments, 2u);
+}
+
+// libfuse unescapes backslashes after sepfs has looked at an option, and
+// takes -r for ro: both would let an option past sepfs's own checks.
+TEST(MountOptions, BackslashesAndFlagsAreRefused) {
+  for (const char* opt : {"nodefault_permissions,allow\\_other", "allow_othe\\162",
+                          "fs\\name=/srv/other", "sub\\type=x", "r\\o", "-r", "-o,ro",
+                          "--ro"}) {
+    MountOptions o;
+    Status st = ParseMountOptions(opt, &o);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_EQ(st.err(), EINVAL) << opt;
+    EXPECT_FALSE(o.read_only) << opt;
+  }
+}
+
+// sepfs mount parses each -o in turn: several end as one would.
+TEST(MountOptions, MaxReadEndsTheSameOverSeveralOptionLists) {
+  MountOptions a;
+  ASSERT_TRUE(ParseMountOptions("max_write=65536", &a).ok());
+  ASSERT_TRUE(ParseMountOptions("max_write=1048576", &a).ok());
+  MountOptions b;
+  ASSERT_TRUE(ParseMountOptions("max_write=65536,max_write=1048576", &b).ok());
+  EXPECT_EQ(a.max_read, 128u << 10);
+  EXPECT_EQ(b.max_read, 128u << 10);
+  MountOptions c;
+  ASSERT_TRUE(ParseMountOptions("max_read=1048576", &c).ok());
+  ASSERT_TRUE(ParseMountOptions("max_write=262144", &c).ok());
+  EXPECT_EQ(c.max_read, 262144u);
 }
 
 }  // namespace

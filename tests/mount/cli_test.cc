@@ -161,6 +161,7 @@ TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
       {"mkfs", "--inline-max=65537", store()},                        // over 64 KiB
       {"mkfs", "--inline-max=small", store()},
       {"mkfs", "--no-such-option", store()},
+      {"mkfs", "--block-size=4K", "--block-size=64K", store()},  // which one?
       {"mkfs"},  // no store
   };
   for (const auto& args : bad) {
@@ -411,6 +412,16 @@ TEST_F(UnmountedTest, CommandsWaitForALockHeldWhileTheStoreIsNotMounted) {
 
 TEST_F(UnmountedTest, FsckExitCodes) {
   Fsck();
+  // One store per call, and -n (change nothing) with a repair is no request.
+  const std::string other = root() + "/other";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"fsck", other, store()}, {"fsck", store(), other},
+        {"fsck", "-n", "--repair", store()}, {"fsck", "-y", "-n", store()}}) {
+    CmdResult bad = RunSepfs(args);
+    EXPECT_EQ(bad.exit_code, 8) << bad.Describe();
+    EXPECT_TRUE(Contains(bad.err, "one store at a time") || Contains(bad.err, "contradict"))
+        << bad.Describe();
+  }
   CmdResult r = FsckResult({"--repair"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Mount());
