@@ -91,15 +91,17 @@ void TuneBdi(const std::string& mountpoint, const MountOptions& o) {
   }
 }
 
-// fsname= carries the store path in libfuse's comma-separated option list,
-// whose parser takes a backslash as an escape; libfuse's own escaper protects
-// the commas and backslashes of the path. False when out of memory.
-bool FsnameOption(const std::string& store, std::string* out) {
+// Appends opt to libfuse's comma-separated option list, whose parser takes
+// a backslash as an escape: libfuse's own escaper protects the commas and
+// backslashes of a store path (fsname=) or of an option the user escaped
+// (ParseMountOptions unescaped it). False when out of memory.
+bool AppendOption(const std::string& opt, std::string* out) {
   char* raw = nullptr;
-  const int rc = fuse_opt_add_opt_escaped(&raw, ("fsname=" + store).c_str());
-  std::unique_ptr<char, void (*)(void*)> opt(raw, std::free);
+  const int rc = fuse_opt_add_opt_escaped(&raw, opt.c_str());
+  std::unique_ptr<char, void (*)(void*)> escaped(raw, std::free);
   if (rc != 0) return false;
-  *out = opt.get();
+  if (!out->empty()) *out += ",";
+  *out += escaped.get();
   return true;
 }
 
@@ -143,14 +145,14 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   std::vector<std::string> argv_s = {"sepfs"};
   if (req.debug) argv_s.push_back("-d");
   std::string opts;
-  if (!FsnameOption(req.store, &opts)) {
+  bool ok = AppendOption("fsname=" + req.store, &opts) && AppendOption("subtype=sepfs", &opts) &&
+            AppendOption("max_read=" + std::to_string(req.options.max_read), &opts);
+  if (req.options.default_permissions) ok = ok && AppendOption("default_permissions", &opts);
+  for (const auto& o : req.options.passthrough) ok = ok && AppendOption(o, &opts);
+  if (!ok) {
     std::fprintf(stderr, "sepfs: cannot mount %s: out of memory\n", req.store.c_str());
     return 1;
   }
-  opts += ",subtype=sepfs";
-  if (req.options.default_permissions) opts += ",default_permissions";
-  opts += ",max_read=" + std::to_string(req.options.max_read);
-  for (const auto& o : req.options.passthrough) opts += "," + o;
   argv_s.push_back("-o");
   argv_s.push_back(opts);
   std::vector<char*> argv;

@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <set>
 #include <sstream>
+#include <vector>
 #include <thread>
 
 namespace sepfs::fs {
@@ -53,6 +54,37 @@ bool ParseUnsigned(const std::string& v, unsigned long long max, unsigned* out) 
   return true;
 }
 
+// The options of a -o list, split and unescaped as libfuse does
+// (fuse_opt.c): a comma ends an option unless a backslash comes before it;
+// a backslash takes the next character as it is, or three octal digits
+// (the first 0-3) as one byte. sepfs checks the options as libfuse will
+// see them (allow\_other is allow_other), and the daemon escapes them
+// again on the way to libfuse.
+std::vector<std::string> SplitOptions(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ',') {
+      out.push_back(std::move(cur));
+      cur.clear();
+    } else if (c == '\\' && i + 1 < text.size()) {
+      const char* d = text.c_str() + i + 1;
+      if (d[0] >= '0' && d[0] <= '3' && d[1] >= '0' && d[1] <= '7' && d[2] >= '0' && d[2] <= '7') {
+        cur += static_cast<char>((d[0] - '0') * 64 + (d[1] - '0') * 8 + (d[2] - '0'));
+        i += 3;
+      } else {
+        cur += d[0];
+        i += 1;
+      }
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(std::move(cur));
+  return out;
+}
+
 }  // namespace
 
 unsigned DefaultFuseThreads() {
@@ -68,17 +100,9 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
   // Options of mount(8)/fstab that mean nothing to a FUSE daemon.
   static const std::set<std::string> kIgnored = {"defaults", "auto", "noauto", "user",
                                                  "nouser", "users", "_netdev", "nofail", "rw"};
-  std::stringstream ss(text);
-  std::string opt;
-  while (std::getline(ss, opt, ',')) {
+  for (const std::string& opt : SplitOptions(text)) {
     if (opt.empty() || kIgnored.count(opt)) continue;
-    // libfuse reads a backslash as an escape after sepfs has checked the
-    // option (allow\_other would pass as something else and become
-    // allow_other), and a leading '-' as a command-line flag (-r: ro).
-    if (opt.find('\\') != std::string::npos) {
-      return Status::InvalidArgument("mount option '" + opt +
-                                     "': backslashes are not accepted in mount options");
-    }
+    // libfuse would take a leading '-' as a command-line flag (-r: ro).
     if (opt[0] == '-') {
       return Status::InvalidArgument("mount option '" + opt +
                                      "' is a flag, not a mount option (-o takes name[=value],...)");

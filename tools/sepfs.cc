@@ -89,7 +89,9 @@ constexpr const char* kFsckUsage =
     "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same;\n"
     "             -n: check only, refused with any of them)\n"
     "Exit status as e2fsck: 0 no errors, 1 errors corrected, 4 errors left\n"
-    "uncorrected, 8 operational error.\n";
+    "uncorrected, 8 operational error, 16 usage error.\n";
+
+constexpr int kFsckUsageError = 16;  // as e2fsck
 
 constexpr const char* kStatsUsage =
     "usage: sepfs stats STORE_OR_MOUNTPOINT\n"
@@ -257,23 +259,23 @@ int CmdFsck(const std::vector<std::string>& args) {
     if (a == "-f" || a == "-C0") continue;
     if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "sepfs: unknown option %s\n%s", a.c_str(), kFsckUsage);
-      return 8;
+      return kFsckUsageError;
     }
     if (!store.empty()) {
       std::fprintf(stderr, "sepfs fsck: one store at a time (got %s and %s)\n%s", store.c_str(),
                    a.c_str(), kFsckUsage);
-      return 8;
+      return kFsckUsageError;
     }
     store = a;
   }
   if (store.empty()) {
     std::fputs(kFsckUsage, stderr);
-    return 8;
+    return kFsckUsageError;
   }
   if (repair && check_only) {
     std::fprintf(stderr, "sepfs fsck: -n (change nothing) and a repair option contradict\n%s",
                  kFsckUsage);
-    return 8;
+    return kFsckUsageError;
   }
   auto progress = [](const std::string& line) {
     std::fprintf(stderr, "sepfs fsck: %s\n", line.c_str());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <vector>
 
 namespace sepfs::fs {
 namespace {
@@ -148,12 +149,34 @@ TEST(MountOptions, WholeNumbersAreDigitsOnly) {
   EXPECT_EQ(o.recycle_segments, 2u);
 }
 
-// libfuse unescapes backslashes after sepfs has looked at an option, and
-// takes -r for ro: both would let an option past sepfs's own checks.
-TEST(MountOptions, BackslashesAndFlagsAreRefused) {
-  for (const char* opt : {"nodefault_permissions,allow\\_other", "allow_othe\\162",
-                          "fs\\name=/srv/other", "sub\\type=x", "r\\o", "-r", "-o,ro",
-                          "--ro"}) {
+// Options are split and unescaped as libfuse does, so sepfs checks what
+// libfuse will act on: allow\_other is allow_other, an escaped comma stays
+// in its option's value (SELinux context= labels), \101 is 'A'.
+TEST(MountOptions, EscapesAreReadAsLibfuseReadsThem) {
+  MountOptions a;
+  ASSERT_TRUE(ParseMountOptions("allow\\_other", &a).ok());
+  EXPECT_EQ(a.passthrough, std::vector<std::string>{"allow_other"});
+  MountOptions b;
+  ASSERT_TRUE(ParseMountOptions("context=\"system_u:object_r:x_t:s0:c1\\,c2\",noatime", &b).ok());
+  EXPECT_EQ(b.passthrough, (std::vector<std::string>{"context=\"system_u:object_r:x_t:s0:c1,c2\"",
+                                                     "noatime"}));
+  MountOptions c;
+  ASSERT_TRUE(ParseMountOptions("r\\o", &c).ok());
+  EXPECT_TRUE(c.read_only);
+  MountOptions d;
+  ASSERT_TRUE(ParseMountOptions("threads=\\0631", &d).ok());  // \063 is '3'
+  EXPECT_EQ(d.threads, 31u);
+  for (const char* opt : {"fs\\name=/srv/other", "sub\\type=x", "fsn\\141me=x"}) {
+    MountOptions o;
+    Status st = ParseMountOptions(opt, &o);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_NE(st.ToString().find("is set by sepfs itself"), std::string::npos) << st.ToString();
+  }
+}
+
+// libfuse would take an option that starts with '-' for a flag (-r: ro).
+TEST(MountOptions, FlagsAreNoOptions) {
+  for (const char* opt : {"-r", "-o,ro", "--ro", "\\-r"}) {
     MountOptions o;
     Status st = ParseMountOptions(opt, &o);
     EXPECT_FALSE(st.ok()) << opt;

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -333,7 +334,8 @@ TEST_F(UnmountedTest, MalformedMountOptionsAreRefused) {
   }
   // Each fine alone, together they would open the store to every user.
   for (const char* opt :
-       {"nodefault_permissions,allow_other", "allow_root,nodefault_permissions"}) {
+       {"nodefault_permissions,allow_other", "allow_root,nodefault_permissions",
+        "nodefault_permissions,allow\\_other"}) {
     CmdResult r = RunSepfs({"mount", "-f", "-o", opt, store(), mnt()}, 20);
     EXPECT_FALSE(r.timed_out) << opt;
     EXPECT_NE(r.exit_code, 0) << opt << "\n" << r.Describe();
@@ -412,15 +414,20 @@ TEST_F(UnmountedTest, CommandsWaitForALockHeldWhileTheStoreIsNotMounted) {
 
 TEST_F(UnmountedTest, FsckExitCodes) {
   Fsck();
-  // One store per call, and -n (change nothing) with a repair is no request.
+  // One store per call, and -n (change nothing) with a repair is no request:
+  // usage errors, exit status 16 as e2fsck's.
   const std::string other = root() + "/other";
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"fsck", other, store()}, {"fsck", store(), other},
-        {"fsck", "-n", "--repair", store()}, {"fsck", "-y", "-n", store()}}) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> usage_errors = {
+      {{"fsck", other, store()}, "one store at a time"},
+      {{"fsck", store(), other}, "one store at a time"},
+      {{"fsck", "-n", "--repair", store()}, "contradict"},
+      {{"fsck", "-y", "-n", store()}, "contradict"},
+      {{"fsck", "--no-such-flag", store()}, "unknown option"},
+  };
+  for (const auto& [args, message] : usage_errors) {
     CmdResult bad = RunSepfs(args);
-    EXPECT_EQ(bad.exit_code, 8) << bad.Describe();
-    EXPECT_TRUE(Contains(bad.err, "one store at a time") || Contains(bad.err, "contradict"))
-        << bad.Describe();
+    EXPECT_EQ(bad.exit_code, 16) << bad.Describe();
+    EXPECT_TRUE(Contains(bad.err, message)) << message << "\n" << bad.Describe();
   }
   CmdResult r = FsckResult({"--repair"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
@@ -729,6 +736,26 @@ TEST_F(UnmountedTest, MountOptions) {
   std::string log;
   EXPECT_FALSE(TryMount({"no_such_option_xyz"}, &exit_code, &log));
   EXPECT_NE(exit_code, 0) << log;
+}
+
+// An option escaped as libfuse reads escapes (\145 is 'e') is unescaped by
+// sepfs, checked, and escaped again for libfuse: the kernel gets noatime.
+TEST_F(UnmountedTest, EscapedOptionsReachTheKernel) {
+  ASSERT_NO_FATAL_FAILURE(Mount({"noatim\\145"}));
+  bool found = false;
+  std::istringstream info(ReadHostFile("/proc/self/mountinfo"));
+  for (std::string line; std::getline(info, line);) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, point, opts;
+    f >> id >> parent >> devno >> root >> point >> opts;
+    if (point == mnt()) {
+      found = true;
+      EXPECT_TRUE(Contains("," + opts + ",", ",noatime,")) << line;
+    }
+  }
+  EXPECT_TRUE(found) << mnt() << " not in /proc/self/mountinfo";
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "escaped"));
+  EXPECT_EQ(ReadFile(P("f")), "escaped");
 }
 
 TEST_F(UnmountedTest, DaemonizedMount) {
