@@ -10,8 +10,8 @@
 #include <iomanip>
 #include <set>
 #include <sstream>
-#include <vector>
 #include <thread>
+#include <vector>
 
 namespace sepfs::fs {
 
