@@ -154,10 +154,10 @@ int CmdMkfs(const std::vector<std::string>& args) {
   std::set<std::string> given;  // a size given twice is a mistake, not an override
   for (const auto& a : args) {
     uint64_t v;
-    const size_t eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos && !given.insert(a.substr(0, eq)).second) {
-      return Fail(a.substr(0, eq) + " given twice", kMkfsUsage);
-    }
+    const std::string name = a.substr(0, a.find('='));
+    const bool sized = name == "--block-size" || name == "--segment-size" ||
+                       name == "--capacity" || name == "--inline-max";
+    if (sized && !given.insert(name).second) return Fail(name + " given twice", kMkfsUsage);
     if (a == "--force" || a == "-f") {
       o.force = true;
     } else if (a.rfind("--block-size=", 0) == 0) {
