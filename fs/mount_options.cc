@@ -102,6 +102,12 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
                                                  "nouser", "users", "_netdev", "nofail", "rw"};
   for (const std::string& opt : SplitOptions(text)) {
     if (opt.empty() || kIgnored.count(opt)) continue;
+    // An escaped NUL (\000) ends the option in libfuse's C strings: what
+    // sepfs checked would not be what libfuse acts on.
+    if (opt.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("mount option '" + opt.substr(0, opt.find('\0')) +
+                                     "...' holds an escaped NUL byte");
+    }
     // libfuse would take a leading '-' as a command-line flag (-r: ro).
     if (opt[0] == '-') {
       return Status::InvalidArgument("mount option '" + opt +

@@ -166,6 +166,13 @@ TEST(MountOptions, EscapesAreReadAsLibfuseReadsThem) {
   MountOptions d;
   ASSERT_TRUE(ParseMountOptions("threads=\\0631", &d).ok());  // \063 is '3'
   EXPECT_EQ(d.threads, 31u);
+  // \000 would end the option early in libfuse: allow_other unseen.
+  for (const char* opt : {"allow_other\\000x", "nodefault_permissions,allow_other\\000"}) {
+    MountOptions o;
+    Status st = ParseMountOptions(opt, &o);
+    EXPECT_FALSE(st.ok()) << opt;
+    EXPECT_NE(st.ToString().find("escaped NUL"), std::string::npos) << st.ToString();
+  }
   for (const char* opt : {"fs\\name=/srv/other", "sub\\type=x", "fsn\\141me=x"}) {
     MountOptions o;
     Status st = ParseMountOptions(opt, &o);
