@@ -104,8 +104,8 @@ Status ParseMountOptions(const std::string& text, MountOptions* o) {
     if (opt.empty() || kIgnored.count(opt)) continue;
     // An escaped NUL (\000) ends the option in libfuse's C strings: what
     // sepfs checked would not be what libfuse acts on.
-    if (opt.find('\0') != std::string::npos) {
-      return Status::InvalidArgument("mount option '" + opt.substr(0, opt.find('\0')) +
+    if (const size_t nul = opt.find('\0'); nul != std::string::npos) {
+      return Status::InvalidArgument("mount option '" + opt.substr(0, nul) +
                                      "...' holds an escaped NUL byte");
     }
     // libfuse would take a leading '-' as a command-line flag (-r: ro).
