@@ -19,6 +19,14 @@ Status CheckXattrName(std::string_view name) {
   if (name.empty() || name.size() > Filesystem::kXattrNameMax) {
     return Status::FromErrno(ERANGE, "bad xattr name length");
   }
+  // The kernel leaves every permission check on system.* names to the file
+  // system, which must know what each name means (ext4 knows POSIX ACLs
+  // only). sepfs stores none of them: without this, anyone could set or
+  // remove system.* values on any file. POSIX ACLs would also be shown by
+  // getfacl but never enforced (sepfs does not negotiate FUSE_POSIX_ACL).
+  if (name.starts_with("system.")) {
+    return Status::FromErrno(EOPNOTSUPP, "system.* xattrs (POSIX ACLs among them) are not supported");
+  }
   return Status::OK();
 }
 
@@ -29,11 +37,6 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
-  // Stored ACLs would be shown by getfacl but never enforced (sepfs does not
-  // negotiate FUSE_POSIX_ACL): refuse them as a file system without ACLs does.
-  if (name.starts_with("system.posix_acl_")) {
-    return Status::FromErrno(EOPNOTSUPP, "POSIX ACLs are not supported");
-  }
   if (ino == kRootIno && name == kGcXattr) return RunGc(/*force=*/true, nullptr, nullptr);
   const bool temperature = name == kTemperatureXattr;
   if (temperature && value != "hot" && value != "cold") {

@@ -73,6 +73,14 @@ TEST_F(XattrTest, Limits) {
   EXPECT_ERRNO(fs_->GetXattr(f, name256, &v), ERANGE);
   EXPECT_ERRNO(fs_->RemoveXattr(f, name256), ERANGE);
   EXPECT_ERRNO(fs_->SetXattr(f, "", "x", 0), ERANGE);
+  // system.* names are the kernel's to check and sepfs's to know: none is
+  // stored (the kernel leaves their permission checks to the file system).
+  for (const char* n : {"system.x", "system.posix_acl_access", "system.posix_acl_default"}) {
+    SCOPED_TRACE(n);
+    EXPECT_ERRNO(fs_->SetXattr(f, n, "x", 0), EOPNOTSUPP);
+    EXPECT_ERRNO(fs_->GetXattr(f, n, &v), EOPNOTSUPP);
+    EXPECT_ERRNO(fs_->RemoveXattr(f, n), EOPNOTSUPP);
+  }
 
   const std::string max_value = Payload(1, 64 * 1024);
   ASSERT_OK(fs_->SetXattr(f, "user.big", max_value, 0));

@@ -878,6 +878,22 @@ TEST_F(PermissionTest, XattrPrivileges) {
             EPERM);
   EXPECT_SYS_OK(::setxattr(mnt().c_str(), "sepfs.gc", "1", 1, 0));
 
+  // The kernel checks no permission on system.* names: a user could set
+  // and remove them on anyone's file. None is stored, for anyone.
+  for (uid_t uid : {kNobody, uid_t{0}}) {
+    EXPECT_EQ(RunAs(uid, uid == 0 ? 0 : kNogroup,
+                    [&] {
+                      if (::setxattr(f.c_str(), "system.x", "1", 1, 0) == 0) return 200;
+                      if (errno != EOPNOTSUPP) return errno;
+                      char buf[8];
+                      if (::getxattr(f.c_str(), "system.x", buf, sizeof(buf)) >= 0) return 201;
+                      if (errno != EOPNOTSUPP) return errno;
+                      return Errno(::removexattr(f.c_str(), "system.x"));
+                    }),
+              EOPNOTSUPP)
+        << "uid " << uid << " (200: set, 201: read back)";
+  }
+
   // user::rw- user:65534:r-- group::r-- mask::r-- other::r-- (version 2).
   std::string acl;
   auto put = [&acl](uint32_t v, int bytes) {
