@@ -735,7 +735,8 @@ Status Filesystem::ListDir(uint64_t ino, std::vector<DirListEntry>* out, uint64_
   {
     std::lock_guard<std::mutex> il(in->mu);
     if (!IsDir(in->rec.mode)) return Status::FromErrno(ENOTDIR, "not a directory");
-    parent = in->parent ? in->parent : ino;
+    parent = in->parent.load();
+    if (parent == 0) parent = ino;
     removed = in->rec.nlink == 0;
   }
   out->clear();

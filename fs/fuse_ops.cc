@@ -149,13 +149,25 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   });
 }
 
+// FORGET gets no reply, so Guard does not fit; an exception (a flush or
+// reclaim of the forgotten inode running out of memory) must still not
+// unwind through libfuse's C frames, which would end the daemon.
+void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  try {
+    Fs(req)->Forget(ino, nlookup);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sepfs: forget of inode %llu: %s\n",
+                 static_cast<unsigned long long>(ino), e.what());
+  }
+}
+
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  Fs(req)->Forget(ino, nlookup);
+  Forget(req, ino, nlookup);
   fuse_reply_none(req);
 }
 
 void OpForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
-  for (size_t i = 0; i < count; i++) Fs(req)->Forget(forgets[i].ino, forgets[i].nlookup);
+  for (size_t i = 0; i < count; i++) Forget(req, forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 

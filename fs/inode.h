@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -45,10 +46,13 @@ struct Inode {
   // the kernel opened by itself).
   FileHandle handle;
   uint64_t dirty_bytes = 0;
-  uint64_t parent = 0;
   bool dead = false;    // reclaimed: never flushed again
   int write_error = 0;  // errno of a failed flush not yet reported (errseq)
-  int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold  // directories: parent ino when known (for "..")
+  int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold
+
+  // Directories: the parent's ino when known (for ".."), 0 otherwise. Atomic,
+  // not under mu: ReadDirPlus sets it under table_mu_ alone.
+  std::atomic<uint64_t> parent{0};
 
   // Directories, guarded by Filesystem::ns_mu_: the namespace generation
   // of the last change of the entries, ".." included (Filesystem::ns_gen_).
