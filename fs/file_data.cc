@@ -531,45 +531,4 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   return Status::OK();
 }
 
-Status Filesystem::Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* result) {
-  InodeRef in;
-  SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
-  std::lock_guard<std::mutex> il(in->mu);
-  const uint64_t size = in->rec.size, bs = block_size_;
-  if (whence != SEEK_DATA && whence != SEEK_HOLE) return Status::InvalidArgument("whence");
-  if (off >= size) return Status::FromErrno(ENXIO, "offset past end of file");
-  const uint64_t b0 = off / bs;
-  uint64_t found = UINT64_MAX;  // first data block (SEEK_DATA) or hole block (SEEK_HOLE)
-  uint64_t next = b0;           // SEEK_HOLE: first block not yet known to be data
-  auto skip_dirty = [&] {
-    while (in->dirty.count(next)) next++;
-  };
-  // Blocks at or past the size do not matter: the scan stops at the last one
-  // below it (see MetaStore::Scan).
-  const uint64_t end = (size + bs - 1) / bs;
-  Status st = meta_->ScanBlocks(ino, b0, end, [&](uint64_t b, std::string_view, std::string_view) {
-    if (whence == SEEK_DATA) {
-      found = b;
-      return false;
-    }
-    skip_dirty();
-    if (b > next) return false;  // gap before b: a hole at next
-    next = b + 1;
-    return true;
-  });
-  SEPFS_RETURN_IF_ERROR(st);
-  if (whence == SEEK_DATA) {
-    auto d = in->dirty.lower_bound(b0);
-    if (d != in->dirty.end()) found = std::min(found, d->first);
-    if (found == UINT64_MAX || found * bs >= size) {
-      return Status::FromErrno(ENXIO, "no data past offset");
-    }
-    *result = std::max(off, found * bs);
-  } else {
-    skip_dirty();
-    *result = std::min(size, std::max(off, next * bs));
-  }
-  return Status::OK();
-}
-
 }  // namespace sepfs::fs

@@ -222,7 +222,6 @@ class Filesystem {
   // the kernel stamps them itself and sends them in a SETATTR; see
   // WriteEffects).
   Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len, bool kernel_times = false);
-  Status Lseek(uint64_t ino, uint64_t off, int whence, uint64_t* result);
   Status FlushAll(bool sync);
 
   // Extended attributes. GetXattr with size 0 returns the size in *value_size.
@@ -254,8 +253,10 @@ class Filesystem {
   vlog::BlockCacheStats DataCacheStats();
 
   uint32_t block_size() const { return block_size_; }
-  // Largest file size: the last block number must fit the block key.
-  static uint64_t MaxFileSize() { return (1ull << 62); }
+  // Largest file size: the kernel's for every FUSE mount (MAX_LFS_FILESIZE,
+  // 2^63 - 1). A lower one would fail, at writeback, writes the kernel's
+  // writeback cache had already accepted (the caller saw them succeed).
+  static uint64_t MaxFileSize() { return (1ull << 63) - 1; }
   Store* store() const { return store_.get(); }
   const FsStats& stats() const { return stats_; }
   DentryCacheStats DentryStats() const { return dentries_.stats(); }

@@ -661,25 +661,6 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
   });
 }
 
-void OpLseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info*) {
-  // With the writeback cache, written data may still sit in the kernel's
-  // dirty pages, unknown here, and the kernel sends LSEEK without writing
-  // them back: a hole or ENXIO answered from our blocks made `cp` copy
-  // zeros. ENOSYS makes the kernel answer from its own size for the rest
-  // of the mount (the whole file is data; holes are not reported).
-  if (Ctx(req)->writeback_cache) {
-    fuse_reply_err(req, ENOSYS);
-    return;
-  }
-  Guard(req, [&] {
-    if (off < 0) return ReplyErr(req, Status::FromErrno(ENXIO, "negative offset"));
-    uint64_t result = 0;
-    Status st = Fs(req)->Lseek(ino, static_cast<uint64_t>(off), whence, &result);
-    if (!st.ok()) return ReplyErr(req, st);
-    fuse_reply_lseek(req, static_cast<off_t>(result));
-  });
-}
-
 struct fuse_lowlevel_ops MakeOps() {
   struct fuse_lowlevel_ops ops;
   std::memset(&ops, 0, sizeof(ops));
@@ -716,7 +697,11 @@ struct fuse_lowlevel_ops MakeOps() {
   ops.access = OpAccess;
   ops.create = OpCreate;
   ops.fallocate = OpFallocate;
-  ops.lseek = OpLseek;
+  // No lseek: the kernel sends SEEK_DATA/SEEK_HOLE without writing back
+  // its dirty pages (the writeback cache's, or a shared mapping's with
+  // nowriteback), so holes answered from the stored blocks made `cp` copy
+  // zeros over written data. Without it the kernel answers from its own
+  // size: the whole file is data, as POSIX allows.
   return ops;
 }
 

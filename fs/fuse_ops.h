@@ -29,8 +29,7 @@ struct FuseContext {
   // kernel's support. Readdir keeps no handle either way.
   std::atomic<bool> no_opendir{false};
   // The writeback cache is on (set at INIT): the kernel owns the mtime and
-  // ctime of regular files, and WRITEs leave them alone (WriteEffects); it
-  // may hold data we have not seen (no LSEEK answers from our blocks).
+  // ctime of regular files, and WRITEs leave them alone (WriteEffects).
   std::atomic<bool> writeback_cache{false};
   DirListings listings{kDirListingBytes};
   struct fuse_session* session = nullptr;  // for notifications to the kernel

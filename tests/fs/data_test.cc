@@ -1,5 +1,5 @@
 // File data path of the fs core: reads and writes against an in-memory
-// model, truncation, holes, SEEK_DATA/SEEK_HOLE, fallocate and st_blocks.
+// model, truncation, holes, fallocate and st_blocks.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
@@ -336,80 +336,12 @@ TEST_F(SmallDataTest, WriteToNonRegularFile) {
   EXPECT_ERRNO(fs_->Write(Create(kRoot, "h"), UINT64_MAX - 1, "xyz"), EFBIG);
 }
 
-TEST_F(SmallDataTest, SeekDataHole) {
-  const uint64_t bs = 4096;
-  const uint64_t f = Create(kRoot, "f");
-  // Layout by block: 0 data (flushed), 1-2 hole, 3 data (dirty), 4 hole,
-  // 5 data (flushed), 6 data (dirty), 7 hole up to EOF at 7.5 blocks.
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, bs)));
-  ASSERT_OK(fs_->Write(f, 5 * bs, Payload(2, bs)));
-  ASSERT_OK(fs_->Flush(f));
-  ASSERT_OK(fs_->Write(f, 3 * bs + 10, "dirty"));
-  ASSERT_OK(fs_->Write(f, 6 * bs, "dirty too"));
-  SetSize(f, 7 * bs + bs / 2);
-  auto seek = [&](uint64_t off, int whence, uint64_t* res) {
-    return fs_->Lseek(f, off, whence, res);
-  };
-  auto check = [&](const std::string& when) {
-    SCOPED_TRACE(when);
-    uint64_t r = 0;
-    ASSERT_OK(seek(0, SEEK_DATA, &r));
-    EXPECT_EQ(r, 0u);
-    ASSERT_OK(seek(10, SEEK_DATA, &r));
-    EXPECT_EQ(r, 10u);
-    ASSERT_OK(seek(0, SEEK_HOLE, &r));
-    EXPECT_EQ(r, bs);
-    ASSERT_OK(seek(bs + 5, SEEK_HOLE, &r));
-    EXPECT_EQ(r, bs + 5);
-    ASSERT_OK(seek(bs + 5, SEEK_DATA, &r));
-    EXPECT_EQ(r, 3 * bs);
-    ASSERT_OK(seek(3 * bs + 1, SEEK_HOLE, &r));
-    EXPECT_EQ(r, 4 * bs);
-    ASSERT_OK(seek(4 * bs, SEEK_DATA, &r));
-    EXPECT_EQ(r, 5 * bs);
-    ASSERT_OK(seek(5 * bs, SEEK_HOLE, &r));
-    EXPECT_EQ(r, 7 * bs);
-    ASSERT_OK(seek(6 * bs + 3, SEEK_DATA, &r));
-    EXPECT_EQ(r, 6 * bs + 3);
-    EXPECT_ERRNO(seek(7 * bs, SEEK_DATA, &r), ENXIO);
-    ASSERT_OK(seek(7 * bs + 1, SEEK_HOLE, &r));
-    EXPECT_EQ(r, 7 * bs + 1);
-    EXPECT_ERRNO(seek(7 * bs + bs / 2, SEEK_DATA, &r), ENXIO);
-    EXPECT_ERRNO(seek(7 * bs + bs / 2, SEEK_HOLE, &r), ENXIO);
-    EXPECT_ERRNO(seek(100 * bs, SEEK_HOLE, &r), ENXIO);
-    EXPECT_ERRNO(seek(0, SEEK_SET, &r), EINVAL);
-  };
-  check("with dirty blocks");
-  ASSERT_OK(fs_->Flush(f));
-  check("flushed");
-  Reopen();
-  const uint64_t g = InoOf(kRoot, "f");
-  ASSERT_EQ(g, f);
-  check("after reopen");
-
-  // A file whose data runs to EOF: the hole is at EOF.
-  const uint64_t full = Create(kRoot, "full");
-  ASSERT_OK(fs_->Write(full, 0, Payload(3, 2 * bs + 7)));
-  uint64_t r = 0;
-  ASSERT_OK(fs_->Lseek(full, 0, SEEK_HOLE, &r));
-  EXPECT_EQ(r, 2 * bs + 7);
-  // An empty file has neither.
-  const uint64_t empty = Create(kRoot, "empty");
-  EXPECT_ERRNO(fs_->Lseek(empty, 0, SEEK_DATA, &r), ENXIO);
-  EXPECT_ERRNO(fs_->Lseek(empty, 0, SEEK_HOLE, &r), ENXIO);
-}
-
-TEST_F(SmallDataTest, SeekAfterPunch) {
+TEST_F(SmallDataTest, PunchInsideAFile) {
   const uint64_t bs = 4096;
   const uint64_t f = Create(kRoot, "f");
   ASSERT_OK(fs_->Write(f, 0, Payload(1, 4 * bs)));
   ASSERT_OK(fs_->Flush(f));
   ASSERT_OK(fs_->Fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, bs, 2 * bs));
-  uint64_t r = 0;
-  ASSERT_OK(fs_->Lseek(f, 0, SEEK_HOLE, &r));
-  EXPECT_EQ(r, bs);
-  ASSERT_OK(fs_->Lseek(f, bs, SEEK_DATA, &r));
-  EXPECT_EQ(r, 3 * bs);
   EXPECT_EQ(Attr(f).size, 4 * bs);
   std::string want = Payload(1, 4 * bs);
   std::fill(want.begin() + bs, want.begin() + 3 * bs, '\0');
@@ -483,11 +415,6 @@ TEST_F(SmallDataTest, LargestOffsets) {
   Reopen();
   ASSERT_OK(fs_->Read(f, max - 4096, 4096, &got));
   EXPECT_EQ(got, std::string(4095, '\0') + "z");
-  uint64_t r = 0;
-  ASSERT_OK(fs_->Lseek(f, 0, SEEK_DATA, &r));
-  EXPECT_EQ(r, max - 4096);
-  ASSERT_OK(fs_->Lseek(f, 0, SEEK_HOLE, &r));
-  EXPECT_EQ(r, 0u);
   // A record holds its block from the start: the last byte costs a block.
   EXPECT_EQ(Attr(f).blocks, 4096u / 512);
   SetAttrRequest req;

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <climits>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -883,29 +882,6 @@ TEST_F(CorruptionTest, TruncatedSegmentGivesEio) {
   ASSERT_NO_FATAL_FAILURE(Unmount());
   CmdResult r = FsckResult();
   EXPECT_EQ(r.exit_code, 4) << "fsck must report the damage\n" << r.Describe();
-}
-
-// Without the writeback cache, writes reach the daemon synchronously, so its
-// maximum file size shows as EFBIG from pwrite itself.
-class NoWritebackTest : public MountFixture {
- protected:
-  NoWritebackTest() { mount_options_ = {"nowriteback"}; }
-};
-
-TEST_F(NoWritebackTest, WritePastMaxFileSizeIsEfbig) {
-  UniqueFd fd(::open(P("f").c_str(), O_CREAT | O_RDWR, 0644));
-  ASSERT_TRUE(fd.ok());
-  char buf[100] = {1};
-  // Both ranges end below 2^63 - 1, so the kernel passes them on.
-  EXPECT_ERRNO(::pwrite(fd.get(), buf, sizeof(buf), LLONG_MAX - 4095), EFBIG);
-  EXPECT_ERRNO(::pwrite(fd.get(), buf, 1, LLONG_MAX - 1), EFBIG);
-  struct stat st {};
-  ASSERT_EQ(::fstat(fd.get(), &st), 0);
-  EXPECT_EQ(st.st_size, 0) << "a failed write must not change the size";
-  // The file is fine afterwards.
-  EXPECT_EQ(::pwrite(fd.get(), "ok", 2, 0), 2);
-  EXPECT_EQ(fd.Close(), 0);
-  EXPECT_EQ(ReadFile(P("f")), "ok");
 }
 
 // The store on a 48 MiB tmpfs: writes end in ENOSPC, never a hang, and what
