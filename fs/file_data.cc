@@ -362,7 +362,8 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
           const vlog::Stream stream = StreamFor(in, old.inlined ? 0 : old.ptr.seq);
           const uint64_t drops = vlog_->DropCount(vlog::MaskOf(stream));
           vlog::BlockPtr np;
-          SEPFS_RETURN_IF_ERROR(vlog_->Append(stream, in->ino, last, buf, &np));
+          SEPFS_RETURN_IF_ERROR(
+              vlog_->Append(stream, in->ino, last, buf, &np, vlog::kRecordShortened));
           st = vlog_->Flush(vlog::MaskOf(stream));
           if (st.ok() && vlog_->DropCount(vlog::MaskOf(stream)) != drops) {
             st = Status::IOError("vlog: buffered records were dropped by a failed write");

@@ -205,7 +205,9 @@ Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* 
 // Records appended after the checkpoint whose pointer batch was lost (the
 // LevelDB log tail did not survive a power loss, or the daemon died between
 // the vLog write and the batch) are installed again when that is safe:
-//   - GC copies never are (a copy may have lost its compare-and-set);
+//   - GC copies never are (a copy may have lost its compare-and-set), nor
+//     a truncation's shortened last block (without its batch, which may
+//     also have failed, it would zero bytes the old size covers);
 //   - the block must still have a pointer, to an older record: a pointer
 //     that is absent was never written (the block's data was not durable)
 //     or was removed by a truncate, hole punch or unlink that survived,
@@ -235,7 +237,7 @@ Status Filesystem::ScanSinceHeads(const VlogHeads& heads, std::vector<ReplayCand
           }
           rep.records_scanned++;
           rep.bytes_scanned += p.record_size();
-          if (!(h.flags & vlog::kRecordRelocated)) cands->push_back({h.inode, h.block, p});
+          if (!(h.flags & vlog::kRecordNeverReplayed)) cands->push_back({h.inode, h.block, p});
           return true;
         },
         from));

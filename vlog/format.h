@@ -25,7 +25,8 @@
 //   off size field
 //     0    4 magic        kRecordMagic
 //     4    1 version      kFormatVersion
-//     5    1 flags        kRecordRelocated for a GC copy, else 0
+//     5    1 flags        kRecordRelocated for a GC copy, kRecordShortened for
+//                         a truncation's cut last block, else 0
 //     6    2 reserved     0
 //     8    4 data_len     <= kMaxRecordData
 //    12    4 reserved     0
@@ -64,6 +65,13 @@ constexpr uint32_t kMaxRecordData = 16u << 20;
 // recovery never replays such a record (it may be a stale copy that lost its
 // compare-and-set to a newer user write); see docs/durability.md.
 constexpr uint8_t kRecordRelocated = 1;
+// Record flag: the last block of a truncation, rewritten shortened. Its batch
+// also sets the size and drops the blocks past it; replayed without that
+// batch it would turn bytes the old size still covers into zeros, so crash
+// recovery never replays it either.
+constexpr uint8_t kRecordShortened = 2;
+// The records crash recovery never replays.
+constexpr uint8_t kRecordNeverReplayed = kRecordRelocated | kRecordShortened;
 
 // Open segments ("streams") a record can be appended to. The vLog only
 // keeps them apart; which data goes where is the caller's policy (for the

@@ -832,6 +832,37 @@ TEST(CrashTest, FsyncedInlineDataSurvivesPowerLoss) {
   CloseAndExpectClean(&fst, &fs, got.ino);
 }
 
+// A truncation whose batch a power loss took leaves the file whole, although
+// the shortened copy of its cut block survived in the vLog and the old size
+// covers it: replayed alone, it turned the bytes past the cut into zeros.
+TEST(CrashTest, ShortenedBlockOfALostTruncationIsNotReplayed) {
+  TempDir tmp;
+  FaultStore fst(tmp);
+  std::unique_ptr<Filesystem> fs;
+  kv::InodeRecord r;
+  ASSERT_NO_FATAL_FAILURE(OpenSmallStore(&fst, &fs, &r));
+  const std::string full = fs::testing::Payload(8, 2 * kBlock);
+  ASSERT_OK(fs->Write(r.ino, 0, full));
+  ASSERT_OK(fs->Fsync(r.ino, false));
+  ASSERT_OK(fs->Checkpoint());
+  fs::SetAttrRequest req;
+  req.set_size = true;
+  req.size = kBlock + kBlock / 2;  // block 1 keeps half a block: a record
+  kv::InodeRecord out;
+  ASSERT_OK(fs->SetAttr(r.ino, req, &out));  // its batch unsynced
+  ASSERT_OK(fs->store()->vlog()->Sync());    // the shortened record durable
+  ASSERT_NO_FATAL_FAILURE(LosePower(&fst, &fs));
+  EXPECT_EQ(fst.FsckErrors(), "");
+  kv::InodeRecord got;
+  std::string data;
+  ASSERT_NO_FATAL_FAILURE(RemountAndReadF(&fst, &fs, 2 * kBlock, &got, &data));
+  EXPECT_EQ(fs->recovery().records_scanned, 1u);
+  EXPECT_EQ(fs->recovery().pointers_replayed, 0u);
+  EXPECT_EQ(got.size, 2 * kBlock);
+  EXPECT_TRUE(data == full);
+  CloseAndExpectClean(&fst, &fs, got.ino);
+}
+
 // A record cut to inline data and grown again is never replayed over the
 // inline value: the cut bytes stay zeros after a power loss, although the
 // record survived in the vLog and the size covers it.
