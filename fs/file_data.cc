@@ -222,6 +222,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
                  static_cast<unsigned long long>(ino), st.ToString().c_str());
   } else {
     in->rec = r;
+    in->stored_size = r.size;
     journal_->Commit(entry);
     // For fsync the replaced records stay counted live until the batch is
     // synced: GC deletes a segment with no live records at once, and an
@@ -471,7 +472,7 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
   }
   if (st.ok()) {
     if (!kernel_times) in->rec.mtime = in->rec.ctime = Now();
-    b.PutInode(in->rec);
+    b.PutInode(in->Stored(in->rec));
     const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
     st = meta_->Write(&b, false);
     if (st.ok()) journal_->Commit(e);
@@ -525,7 +526,7 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
     kv::Batch b;
     b.PutInode(r);
     SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
-    in->rec.size = r.size;
+    in->rec.size = in->stored_size = r.size;
     in->rec.mtime = r.mtime;
     in->rec.ctime = r.ctime;
   }

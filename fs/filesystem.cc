@@ -372,7 +372,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     *out = AttrLocked(in.get());
     return Status::OK();
   }
-  b.PutInode(r);
+  b.PutInode(req.set_size ? r : in->Stored(r));
   const LiveJournal::Entry e = journal_->Note(&b, added, released, {&ino, 1});
   Status st = meta_->Write(&b, /*sync=*/false);
   if (!st.ok()) {
@@ -380,6 +380,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     return st;
   }
   journal_->Commit(e);
+  if (req.set_size) in->stored_size = r.size;
   if (req.set_size && req.size < saved.size) TrimDirtyLocked(in.get(), req.size, rewrote_last);
   in->attr_dirty = false;
   for (const auto& p : released) vlog_->Release(p);
@@ -503,7 +504,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   p.mtime = p.ctime = now;
   kv::Batch b;
   b.PutDentry(new_parent, new_name, kv::DirEntry{ino, r.mode & S_IFMT});
-  b.PutInode(r);
+  b.PutInode(in->Stored(r));
   b.PutInode(p);
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   EntriesChanged(parent.get());
@@ -528,14 +529,15 @@ Status Filesystem::IsDirEmpty(uint64_t dir, bool* empty) {
 // Applies the removal of one link to `victim` (in-memory copy `r`) inside
 // batch b; an inode left without links becomes an orphan, reclaimed when
 // the kernel and open handles let go of it (MaybeEvict) or at next mount.
-void Filesystem::DropLink(kv::Batch* b, kv::InodeRecord* r, const kv::Timespec& now) {
+void Filesystem::DropLink(kv::Batch* b, const Inode& victim, kv::InodeRecord* r,
+                          const kv::Timespec& now) {
   if (IsDir(r->mode)) {
     r->nlink = 0;
   } else if (r->nlink > 0) {
     r->nlink--;
   }
   r->ctime = now;
-  b->PutInode(*r);
+  b->PutInode(victim.Stored(*r));
   if (r->nlink == 0) b->Put(kv::OrphanKey(r->ino), "");
 }
 
@@ -561,7 +563,7 @@ Status Filesystem::RemoveEntry(uint64_t parent_ino, std::string_view name, bool 
     kv::InodeRecord p = parent->rec, r = victim->rec;
     kv::Batch b;
     b.DeleteDentry(parent_ino, name);
-    DropLink(&b, &r, now);
+    DropLink(&b, *victim, &r, now);
     if (dir) p.nlink--;
     p.mtime = p.ctime = now;
     b.PutInode(p);
@@ -626,6 +628,13 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
       }
     }
     LockSet locks({parent.get(), new_parent.get(), src.get(), dst.get()});
+    // A file renamed over another (write, close, rename: how editors and
+    // package managers replace one) has its data stored first, as ext4's
+    // auto_da_alloc does: a crash then leaves the old file or the new one,
+    // never the new name on a file whose bytes were still in memory.
+    if (dst && !(flags & RENAME_EXCHANGE) && !src->dirty.empty()) {
+      SEPFS_RETURN_IF_ERROR(FlushLocked(src.get(), /*sync=*/false));
+    }
     const kv::Timespec now = Now();
     // Work on copies; install them only after the batch is written.
     kv::InodeRecord p = parent->rec, np = new_parent->rec, s = src->rec, d;
@@ -646,19 +655,19 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
         }
       }
       d.ctime = now;
-      b.PutInode(d);
+      b.PutInode(dst->Stored(d));
     } else {
       if (src_dir && parent != new_parent) {
         p.nlink--;
         np_rec.nlink++;
       }
       if (dst) {
-        DropLink(&b, &d, now);
+        DropLink(&b, *dst, &d, now);
         if (dst_dir) np_rec.nlink--;
       }
     }
     s.ctime = now;
-    b.PutInode(s);
+    b.PutInode(src->Stored(s));
     p.mtime = p.ctime = now;
     np_rec.mtime = np_rec.ctime = now;
     b.PutInode(p);

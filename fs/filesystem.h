@@ -313,7 +313,7 @@ class Filesystem {
   Status CreateEntry(const Caller& c, uint64_t parent, std::string_view name, uint32_t mode,
                      uint64_t rdev, std::string_view symlink, kv::InodeRecord* out);
   Status IsDirEmpty(uint64_t dir, bool* empty);
-  void DropLink(kv::Batch* b, kv::InodeRecord* r, const kv::Timespec& now);
+  void DropLink(kv::Batch* b, const Inode& victim, kv::InodeRecord* r, const kv::Timespec& now);
   Status RemoveEntry(uint64_t parent, std::string_view name, bool dir);
 
   // Data path (Inode::mu held).

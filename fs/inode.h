@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -29,7 +30,8 @@ inline uint32_t KillSuidSgid(uint32_t mode) {
 struct Inode {
   // entries_gen: the namespace generation now (a listing of an older one
   // may be stale).
-  Inode(const kv::InodeRecord& r, uint64_t gen) : ino(r.ino), rec(r), entries_gen(gen) {}
+  Inode(const kv::InodeRecord& r, uint64_t gen)
+      : ino(r.ino), rec(r), stored_size(r.size), entries_gen(gen) {}
 
   const uint64_t ino;
 
@@ -39,6 +41,12 @@ struct Inode {
   std::mutex mu;
   kv::InodeRecord rec;      // authoritative while the inode is in the table
   bool attr_dirty = false;  // rec differs from the LSM copy
+  // Regular files: the size the LSM holds. A write grows rec.size at once,
+  // but its bytes reach the vLog only with its flush, which stores the size
+  // with them; a batch that writes the record for anything else (times,
+  // mode, links, xattrs) stores this size (Stored), so that no crash leaves
+  // a size ahead of the data (such bytes read as zeros after a kill).
+  uint64_t stored_size = 0;
   // Dirty blocks: block number -> bytes from the block start (may be
   // shorter than a block: the rest reads as zeros).
   std::map<uint64_t, std::string> dirty;
@@ -61,6 +69,13 @@ struct Inode {
   // Guarded by Filesystem::table_mu_.
   uint64_t lookups = 0;  // kernel references (lookup count)
   uint32_t opens = 0;    // open file handles
+
+  // r (rec, or a copy about to replace it) as a batch that changes no size
+  // must store it. Call with mu held.
+  kv::InodeRecord Stored(kv::InodeRecord r) const {
+    if (S_ISREG(r.mode)) r.size = std::min(r.size, stored_size);
+    return r;
+  }
 };
 
 }  // namespace sepfs::fs

@@ -81,7 +81,7 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (st.IsNotFound() && r.xattrs_known()) r.xattr_list_bytes += name.size() + 1;
   kv::Batch b;
   b.Put(kv::XattrKey(ino, name), value);
-  b.PutInode(r);
+  b.PutInode(in->Stored(r));
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
   in->rec.xattr_list_bytes = r.xattr_list_bytes;
@@ -156,7 +156,7 @@ Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
   }
   kv::Batch b;
   b.Delete(kv::XattrKey(ino, name));
-  b.PutInode(r);
+  b.PutInode(in->Stored(r));
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, false));
   in->rec.ctime = r.ctime;
   in->rec.xattr_list_bytes = r.xattr_list_bytes;

@@ -251,6 +251,56 @@ TEST_F(RecoveryTest, ReplayNeverBringsBackRemovedData) {
   ExpectFsckClean();
 }
 
+// A size never reaches the LSM ahead of its data. A batch that writes the
+// record of a file whose last writes are still in memory (the kernel's
+// SETATTR of the times at close, a chmod, an xattr, a link) stores the size
+// of the data stored so far: after a killed daemon such files came back at
+// their new size, all zeros. A file renamed over another has its data stored
+// first, so the name keeps old or new contents (it kept zeros).
+TEST_F(RecoveryTest, KilledDaemonLeavesNoSizeAheadOfItsData) {
+  const uint32_t bs = block_size();
+  const std::string old_data = Payload(30, 2 * bs + 10), new_data = Payload(31, 3 * bs + 20);
+  const std::vector<std::string> names = {"times", "chmod", "xattr", "link"};
+  CloseFs();
+  InCrashingChild([&](Filesystem* fs) -> int {
+    kv::InodeRecord r;
+    if (!fs->Mknod({}, kRoot, "config", S_IFREG | 0644, 0, &r).ok()) return 1;
+    if (!fs->Write(r.ino, 0, old_data).ok() || !fs->Fsync(r.ino, false).ok()) return 2;
+    std::vector<uint64_t> inos;
+    for (const std::string& name : names) {
+      if (!fs->Mknod({}, kRoot, name, S_IFREG | 0644, 0, &r).ok()) return 3;
+      if (!fs->Write(r.ino, 0, new_data).ok()) return 4;
+      inos.push_back(r.ino);
+    }
+    SetAttrRequest times;
+    times.set_mtime = times.set_atime = true;
+    times.mtime = times.atime = kv::Timespec{1000, 0};
+    if (!fs->SetAttr(inos[0], times, &r).ok()) return 5;
+    SetAttrRequest chmod;
+    chmod.set_mode = true;
+    chmod.mode = 0600;
+    if (!fs->SetAttr(inos[1], chmod, &r).ok()) return 6;
+    if (!fs->SetXattr(inos[2], "user.a", "1", 0).ok()) return 7;
+    if (!fs->Link(inos[3], kRoot, "link2", &r).ok()) return 8;
+    if (!fs->Mknod({}, kRoot, "config.tmp", S_IFREG | 0644, 0, &r).ok()) return 9;
+    if (!fs->Write(r.ino, 0, new_data).ok()) return 10;
+    if (!fs->Rename(kRoot, "config.tmp", kRoot, "config", 0).ok()) return 11;
+    return 0;
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    kv::InodeRecord r;
+    ASSERT_OK(fs_->Lookup(kRoot, name, &r));
+    const std::string got = ReadAll(r.ino);
+    EXPECT_TRUE(got.empty() || got == new_data) << got.size() << " bytes, not what was written";
+  }
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->Lookup(kRoot, "config", &r));
+  EXPECT_TRUE(ReadAll(r.ino) == new_data);
+  ExpectFsckClean();
+}
+
 // Old stores, and stores whose checkpoint repair dropped, have no
 // checkpoint: the mount recounts every pointer once and writes one.
 TEST_F(RecoveryTest, StoreWithoutCheckpointIsRecountedOnce) {
