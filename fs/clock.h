@@ -10,9 +10,13 @@
 
 namespace sepfs::fs {
 
+// The kernel's coarse clock, which it stamps FUSE inodes with itself (the
+// mtime and ctime of writes under the writeback cache): with the precise
+// clock, a file created here was stamped up to a tick later than a write
+// the kernel stamped after it, and make-style comparisons went wrong.
 inline kv::Timespec Now() {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
   return kv::Timespec{ts.tv_sec, static_cast<uint32_t>(ts.tv_nsec)};
 }
 

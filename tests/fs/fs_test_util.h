@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fs/clock.h"
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
 #include "fs/store.h"
@@ -47,6 +48,16 @@ inline ::testing::AssertionResult HasErrno(const Status& s, int e) {
   ASSERT_TRUE(::sepfs::fs::testing::HasErrno((expr), (e))) << #expr << " "
 #define EXPECT_ERRNO(expr, e) \
   EXPECT_TRUE(::sepfs::fs::testing::HasErrno((expr), (e))) << #expr << " "
+
+// Returns once the file system's clock (fs::Now, the kernel's coarse clock:
+// one tick is 1-10 ms) has moved on, so the next change stamps a later time.
+inline void TickClock() {
+  const kv::Timespec t0 = Now();
+  while (Now() == t0) {
+    struct timespec ts = {0, 500'000};
+    nanosleep(&ts, nullptr);
+  }
+}
 
 // Fixture: a store made by Mkfs with block_size() and a Filesystem on it.
 // Subclasses choose the block size by overriding block_size().
