@@ -95,7 +95,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   in->rec.size = std::max<uint64_t>(in->rec.size, off + data.size());
   if (!fx.kernel_times) in->rec.mtime = in->rec.ctime = Now();
   if (fx.kill_suidgid) {
-    const uint32_t mode = KillSuidSgid(in->rec.mode);
+    const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, fx.setid);
     if (mode != in->rec.mode) in->rec.ctime = Now();
     in->rec.mode = mode;
   }

@@ -355,7 +355,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     }
     r.mtime = now;
   }
-  if (req.kill_suidgid && !IsDir(r.mode)) r.mode = KillSuidSgid(r.mode);
+  if (req.kill_suidgid && !IsDir(r.mode)) r.mode = KillSuidSgid(r.mode, saved.gid, req.setid);
   if (req.set_atime) r.atime = req.atime;
   if (req.set_atime_now) r.atime = now;
   if (req.set_mtime) r.mtime = req.mtime;

@@ -90,6 +90,7 @@ struct SetAttrRequest {
   // Clear setuid/setgid of a non-directory (KillSuidSgid) after the other
   // changes: the kernel left that duty to us (FUSE_HANDLE_KILLPRIV_V2).
   bool kill_suidgid = false;
+  SetidCaller setid;  // whose change it is, for kill_suidgid
   uint32_t mode = 0, uid = 0, gid = 0;
   uint64_t size = 0;
   kv::Timespec atime, mtime, ctime;
@@ -129,6 +130,7 @@ constexpr size_t kDentryCacheDirEntries = 16384;
 // What a write changes besides the data and the size.
 struct WriteEffects {
   bool kill_suidgid = false;  // clear set-user/group-ID (FUSE_WRITE_KILL_SUIDGID)
+  SetidCaller setid;          // the writer, for kill_suidgid
   // Leave mtime and ctime as they are. With the writeback cache the kernel
   // keeps a regular file's times and sends them in a SETATTR; pages may
   // reach us after that (an mmap's or a copy_file_range's, at close), and

@@ -35,6 +35,25 @@ void Guard(fuse_req_t req, Body&& body) {
   }
 }
 
+// The caller of req as the set-id rules see it; asked only when a set-id
+// bit may go (the supplementary groups cost a read of /proc). Groups that
+// cannot be read count as none: setgid then goes, the safe side.
+SetidCaller SetidCallerOf(fuse_req_t req) {
+  const struct fuse_ctx* ctx = fuse_req_ctx(req);
+  SetidCaller c;
+  c.privileged = ctx->uid == 0;
+  if (c.privileged) return c;
+  c.gids.push_back(ctx->gid);
+  std::vector<gid_t> groups(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+  if (n > static_cast<int>(groups.size())) {
+    groups.resize(n);
+    n = fuse_req_getgroups(req, n, groups.data());
+  }
+  for (int i = 0; i < n && i < static_cast<int>(groups.size()); i++) c.gids.push_back(groups[i]);
+  return c;
+}
+
 void ReplyErr(fuse_req_t req, const Status& st) {
   if (st.err() == EIO) std::fprintf(stderr, "sepfs: %s\n", st.ToString().c_str());
   fuse_reply_err(req, st.ok() ? 0 : st.err());
@@ -199,6 +218,7 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     // truncate when the kernel says so, and on every chown.
     s.kill_suidgid = CurrentWireFlags().kill_suidgid ||
                      (Ctx(req)->wire.killpriv_v2.load() && (s.set_uid || s.set_gid));
+    if (s.kill_suidgid) s.setid = SetidCallerOf(req);
     s.mode = attr->st_mode;
     s.uid = attr->st_uid;
     s.gid = attr->st_gid;
@@ -299,6 +319,7 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
       // stands in for CAP_FSETID).
       s.kill_suidgid = Ctx(req)->wire.killpriv_v2.load() ? CurrentWireFlags().kill_suidgid
                                                          : fuse_req_ctx(req)->uid != 0;
+      if (s.kill_suidgid) s.setid = SetidCallerOf(req);
       kv::InodeRecord r;
       Status st = Fs(req)->SetAttr(ino, s, &r);
       if (!st.ok()) return ReplyErr(req, st);
@@ -390,7 +411,8 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
              struct fuse_file_info*) {
   Guard(req, [&] {
     const bool kill = CurrentWireFlags().kill_suidgid;
-    const WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->writeback_cache.load()};
+    WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->writeback_cache.load()};
+    if (kill) fx.setid = SetidCallerOf(req);
     Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), fx);
     if (!st.ok()) return ReplyErr(req, st);
     // The kernel keeps its cached mode after such a write; make it ask again

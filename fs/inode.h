@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "fs/readahead.h"
 #include "kvstore/records.h"
@@ -18,12 +19,23 @@ namespace sepfs::fs {
 // 512-byte units of a record of `bytes` data bytes, as counted in st_blocks.
 inline uint64_t SectorsOf(uint64_t bytes) { return (bytes + 511) / 512; }
 
-// The mode after a write, truncate or chown by someone who may not keep the
-// set-id bits: setuid goes; setgid goes only with group execute (without it,
-// setgid marks mandatory locking and stays), as the Linux VFS does it.
-inline uint32_t KillSuidSgid(uint32_t mode) {
+// Who made a change that may clear set-id bits.
+struct SetidCaller {
+  // Root (standing in for CAP_FSETID), or not known.
+  bool privileged = true;
+  std::vector<uint32_t> gids;  // the caller's group and supplementary groups
+};
+
+// The mode after a write, truncate or chown (of a file of group file_gid) by
+// someone who may not keep the set-id bits, as the Linux VFS does it
+// (setattr_should_drop_sgid): setuid goes; setgid goes with group execute,
+// and without it (where it marks mandatory locking) unless the caller is in
+// the file's group or privileged.
+inline uint32_t KillSuidSgid(uint32_t mode, uint32_t file_gid, const SetidCaller& c) {
   mode &= ~static_cast<uint32_t>(S_ISUID);
-  if (mode & S_IXGRP) mode &= ~static_cast<uint32_t>(S_ISGID);
+  const bool member =
+      c.privileged || std::find(c.gids.begin(), c.gids.end(), file_gid) != c.gids.end();
+  if ((mode & S_IXGRP) || !member) mode &= ~static_cast<uint32_t>(S_ISGID);
   return mode;
 }
 
