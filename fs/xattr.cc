@@ -19,15 +19,19 @@ Status CheckXattrName(std::string_view name) {
   if (name.empty() || name.size() > Filesystem::kXattrNameMax) {
     return Status::FromErrno(ERANGE, "bad xattr name length");
   }
-  // The kernel leaves every permission check on system.* names to the file
-  // system, which must know what each name means (ext4 knows POSIX ACLs
-  // only). sepfs stores none of them: without this, anyone could set or
-  // remove system.* values on any file. POSIX ACLs would also be shown by
+  // The namespaces ext4 stores, and sepfs's two names on the root. Not
+  // system.*: the kernel leaves every permission check on those names to
+  // the file system, which must know what each one means, so anyone could
+  // set or remove them on any file; POSIX ACLs would also be shown by
   // getfacl but never enforced (sepfs does not negotiate FUSE_POSIX_ACL).
-  if (name.starts_with("system.")) {
-    return Status::FromErrno(EOPNOTSUPP, "system.* xattrs (POSIX ACLs among them) are not supported");
+  if (name == kStatsXattr || name == kGcXattr) return Status::OK();
+  for (std::string_view ns : {"user.", "trusted.", "security."}) {
+    if (name.starts_with(ns)) {
+      if (name.size() == ns.size()) return Status::InvalidArgument("xattr name without a suffix");
+      return Status::OK();
+    }
   }
-  return Status::OK();
+  return Status::FromErrno(EOPNOTSUPP, "xattr namespace not supported (user, trusted, security)");
 }
 
 }  // namespace

@@ -75,6 +75,17 @@ TEST_F(XattrTest, Limits) {
   EXPECT_ERRNO(fs_->SetXattr(f, "", "x", 0), ERANGE);
   // system.* names are the kernel's to check and sepfs's to know: none is
   // stored (the kernel leaves their permission checks to the file system).
+  // Nor any other namespace ext4 does not store; a namespace alone is no name.
+  for (const char* n : {"foo.bar", "noprefix", "sepfs.other"}) {
+    SCOPED_TRACE(n);
+    EXPECT_ERRNO(fs_->SetXattr(f, n, "x", 0), EOPNOTSUPP);
+    EXPECT_ERRNO(fs_->GetXattr(f, n, &v), EOPNOTSUPP);
+    EXPECT_ERRNO(fs_->RemoveXattr(f, n), EOPNOTSUPP);
+  }
+  for (const char* n : {"user.", "trusted.", "security."}) {
+    SCOPED_TRACE(n);
+    EXPECT_ERRNO(fs_->SetXattr(f, n, "x", 0), EINVAL);
+  }
   for (const char* n : {"system.x", "system.posix_acl_access", "system.posix_acl_default"}) {
     SCOPED_TRACE(n);
     EXPECT_ERRNO(fs_->SetXattr(f, n, "x", 0), EOPNOTSUPP);

@@ -737,6 +737,10 @@ TEST_F(PosixTest, Xattrs) {
   ASSERT_SYS_OK(::setxattr(f.c_str(), "user.empty", "", 0, 0));
   ASSERT_SYS_OK(::setxattr(f.c_str(), "trusted.t", "root only", 9, 0));
   ASSERT_SYS_OK(::setxattr(P("d").c_str(), "user.dir", "dv", 2, 0));
+  // Namespaces ext4 does not store are refused as it refuses them.
+  EXPECT_ERRNO(::setxattr(f.c_str(), "foo.bar", "v", 1, 0), EOPNOTSUPP);
+  EXPECT_ERRNO(::setxattr(f.c_str(), "noprefix", "v", 1, 0), EOPNOTSUPP);
+  EXPECT_ERRNO(::setxattr(f.c_str(), "user.", "v", 1, 0), EINVAL);
   EXPECT_EQ(GetXattr(f, "user.a"), "v1");
   EXPECT_EQ(GetXattr(f, "user.big"), big);
   EXPECT_EQ(GetXattr(f, "user.empty"), "");
