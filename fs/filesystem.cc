@@ -190,6 +190,10 @@ void Filesystem::MaybeEvict(uint64_t ino) {
       return;  // stays cached; the flusher retries
     }
   }
+  // An error no fsync or close has reported yet stays with the inode, for
+  // the next fsync through any later open (as Linux reports a writeback
+  // error to the first fsync that asks).
+  if (in->rec.nlink > 0 && in->write_error != 0) return;
   {
     std::lock_guard<std::mutex> l(table_mu_);
     if (in->lookups > 0 || in->opens > 0) return;

@@ -196,6 +196,24 @@ TEST_F(ErrorTest, FailedBackgroundFlushIsReportedByTheNextFsync) {
   CloseFsckReopen();
 }
 
+// The error of a failed background flush outlives the kernel's reference:
+// once the last handle and lookup are gone the inode left the table and
+// took its unreported error with it, so an fsync through a later open
+// returned 0 for data that was dropped (a helper's audit).
+TEST_F(ErrorTest, FailedBackgroundFlushOutlivesTheInodesEviction) {
+  const uint64_t ib = CreateOpen(kRoot, "b");
+  ASSERT_OK(fs_->Write(ib, 0, Payload(32, 40000)));
+  model().FailNth(FaultOp::kWrite, FaultScope::kVlog, 1, ENOSPC);
+  EXPECT_ERRNO(fs_->FlushAll(/*sync=*/false), ENOSPC);  // what the flusher runs
+  model().ClearFailures();
+  (void)fs_->Release(ib);  // no lookups, no handles: the kernel is done with it
+  ASSERT_OK(fs_->OpenFile(ib));
+  EXPECT_ERRNO(fs_->Fsync(ib, false), ENOSPC);
+  EXPECT_OK(fs_->Fsync(ib, false));  // reported once
+  EXPECT_OK(fs_->Release(ib));
+  CloseFsckReopen();
+}
+
 TEST_F(ErrorTest, VlogEnospcReachesFlushAndRelease) {
   const std::string a = Payload(7, 9000);
   DurableFile("a", a);
