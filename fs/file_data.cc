@@ -118,6 +118,10 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     if (!sync) return Status::OK();
     return meta_->Sync();  // its records were written: the hook syncs them first
   }
+  // Records no batch may name are never appended: after a failed LevelDB
+  // write, every later batch fails, and recovery would replay such records
+  // (data a caller was told was not written). The dirty blocks stay.
+  if (!in->dirty.empty()) SEPFS_RETURN_IF_ERROR(meta_->WriteError());
   std::unique_lock<std::mutex> pl(ptr_locks_.For(in->ino));
   const uint64_t ino = in->ino;
   // Old values of the dirty blocks: one range scan when they are dense.
@@ -360,6 +364,7 @@ Status Filesystem::TruncateLocked(Inode* in, uint64_t size, kv::Batch* b,
         if (Inlines(buf.size())) {
           b->PutInlineBlock(in->ino, last, buf);
         } else {
+          SEPFS_RETURN_IF_ERROR(meta_->WriteError());  // as FlushLocked
           const vlog::Stream stream = StreamFor(in, old.inlined ? 0 : old.ptr.seq);
           const uint64_t drops = vlog_->DropCount(vlog::MaskOf(stream));
           vlog::BlockPtr np;
@@ -520,6 +525,8 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.
   if (off + len > in->rec.size) {
+    // Bytes written below the new size are stored first (as SetAttr does).
+    if (!in->dirty.empty()) SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/false));
     kv::InodeRecord r = in->rec;
     r.size = off + len;
     if (!kernel_times) r.ctime = r.mtime = Now();

@@ -340,6 +340,11 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     return Status::FromErrno(IsDir(in->rec.mode) ? EISDIR : EINVAL, "truncate of non-file");
   }
   if (req.set_size && req.size > MaxFileSize()) return Status::FromErrno(EFBIG, "size too large");
+  // A size that keeps bytes still only in memory is stored with them: flushed
+  // first, so that a crash never leaves that size ahead of its data.
+  if (req.set_size && req.size > in->stored_size && !in->dirty.empty()) {
+    SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/false));
+  }
   const kv::InodeRecord saved = in->rec;
   kv::InodeRecord& r = in->rec;
   const kv::Timespec now = Now();
@@ -386,7 +391,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   journal_->Commit(e);
   if (req.set_size) in->stored_size = r.size;
   if (req.set_size && req.size < saved.size) TrimDirtyLocked(in.get(), req.size, rewrote_last);
-  in->attr_dirty = false;
+  in->attr_dirty = in->SizePending();
   for (const auto& p : released) vlog_->Release(p);
   *out = AttrLocked(in.get());
   return Status::OK();
@@ -515,7 +520,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   dentries_.Put(new_parent, new_name, kv::DirEntry{ino, r.mode & S_IFMT});
   in->rec = r;
   parent->rec = p;
-  in->attr_dirty = false;
+  in->attr_dirty = in->SizePending();
   *out = AttrLocked(in.get());
   Ref(in, 1);
   return Status::OK();

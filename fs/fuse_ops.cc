@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "fs/clock.h"
 #include "fs/dir_cookie.h"
@@ -35,22 +37,25 @@ void Guard(fuse_req_t req, Body&& body) {
   }
 }
 
-// The caller of req as the set-id rules see it; asked only when a set-id
-// bit may go (the supplementary groups cost a read of /proc). Groups that
-// cannot be read count as none: setgid then goes, the safe side.
+// The caller of req as the set-id rules see it. Its supplementary groups
+// are read (from /proc) only if KillSuidSgid asks; groups that cannot be
+// read count as none, so setgid then goes: the safe side.
 SetidCaller SetidCallerOf(fuse_req_t req) {
   const struct fuse_ctx* ctx = fuse_req_ctx(req);
   SetidCaller c;
   c.privileged = ctx->uid == 0;
-  if (c.privileged) return c;
-  c.gids.push_back(ctx->gid);
-  std::vector<gid_t> groups(64);
-  int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
-  if (n > static_cast<int>(groups.size())) {
-    groups.resize(n);
-    n = fuse_req_getgroups(req, n, groups.data());
-  }
-  for (int i = 0; i < n && i < static_cast<int>(groups.size()); i++) c.gids.push_back(groups[i]);
+  c.in_group = [req, own = ctx->gid](uint32_t gid) {
+    if (gid == own) return true;
+    std::vector<gid_t> groups(64);
+    int n = fuse_req_getgroups(req, static_cast<int>(groups.size()), groups.data());
+    if (n > static_cast<int>(groups.size())) {
+      groups.resize(n);
+      n = fuse_req_getgroups(req, n, groups.data());
+    }
+    if (n <= 0) return false;
+    groups.resize(std::min<size_t>(groups.size(), n));
+    return std::find(groups.begin(), groups.end(), gid) != groups.end();
+  };
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,11 +20,13 @@ namespace sepfs::fs {
 // 512-byte units of a record of `bytes` data bytes, as counted in st_blocks.
 inline uint64_t SectorsOf(uint64_t bytes) { return (bytes + 511) / 512; }
 
-// Who made a change that may clear set-id bits.
+// Who made a change that may clear set-id bits. The default is a caller
+// outside every group: the bits go.
 struct SetidCaller {
-  // Root (standing in for CAP_FSETID), or not known.
-  bool privileged = true;
-  std::vector<uint32_t> gids;  // the caller's group and supplementary groups
+  bool privileged = false;  // root, standing in for CAP_FSETID
+  // Whether the caller is in group gid; asked only when the answer matters
+  // (reading the supplementary groups costs a read of /proc).
+  std::function<bool(uint32_t gid)> in_group;
 };
 
 // The mode after a write, truncate or chown (of a file of group file_gid) by
@@ -33,9 +36,10 @@ struct SetidCaller {
 // the file's group or privileged.
 inline uint32_t KillSuidSgid(uint32_t mode, uint32_t file_gid, const SetidCaller& c) {
   mode &= ~static_cast<uint32_t>(S_ISUID);
-  const bool member =
-      c.privileged || std::find(c.gids.begin(), c.gids.end(), file_gid) != c.gids.end();
-  if ((mode & S_IXGRP) || !member) mode &= ~static_cast<uint32_t>(S_ISGID);
+  if (!(mode & S_ISGID)) return mode;
+  if ((mode & S_IXGRP) || !(c.privileged || (c.in_group && c.in_group(file_gid)))) {
+    mode &= ~static_cast<uint32_t>(S_ISGID);
+  }
   return mode;
 }
 
@@ -88,6 +92,9 @@ struct Inode {
     if (S_ISREG(r.mode)) r.size = std::min(r.size, stored_size);
     return r;
   }
+  // Whether the LSM's copy still lacks the size (a batch stored Stored(rec)
+  // while rec.size ran ahead): the record stays dirty, for the next flush.
+  bool SizePending() const { return S_ISREG(rec.mode) && rec.size != stored_size; }
 };
 
 }  // namespace sepfs::fs

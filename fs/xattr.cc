@@ -19,12 +19,21 @@ Status CheckXattrName(std::string_view name) {
   if (name.empty() || name.size() > Filesystem::kXattrNameMax) {
     return Status::FromErrno(ERANGE, "bad xattr name length");
   }
-  // The namespaces ext4 stores, and sepfs's two names on the root. Not
-  // system.*: the kernel leaves every permission check on those names to
-  // the file system, which must know what each one means, so anyone could
-  // set or remove them on any file; POSIX ACLs would also be shown by
-  // getfacl but never enforced (sepfs does not negotiate FUSE_POSIX_ACL).
-  if (name == kStatsXattr || name == kGcXattr) return Status::OK();
+  return Status::OK();
+}
+
+// Whether sepfs stores name on inode ino: the namespaces ext4 stores, and
+// sepfs's two names on the root. Not system.*: the kernel leaves every
+// permission check on those names to the file system, which must know what
+// each one means, so anyone could set or remove them on any file; POSIX
+// ACLs would also be shown by getfacl but never enforced (sepfs does not
+// negotiate FUSE_POSIX_ACL). Names an older sepfs stored outside these can
+// still be read and removed.
+Status CheckNamespace(uint64_t ino, std::string_view name) {
+  if (name == kStatsXattr || name == kGcXattr) {
+    if (ino == Filesystem::kRootIno) return Status::OK();
+    return Status::FromErrno(EOPNOTSUPP, "sepfs.* xattrs are the root's");
+  }
   for (std::string_view ns : {"user.", "trusted.", "security."}) {
     if (name.starts_with(ns)) {
       if (name.size() == ns.size()) return Status::InvalidArgument("xattr name without a suffix");
@@ -39,6 +48,7 @@ Status CheckXattrName(std::string_view name) {
 Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_view value,
                             int flags) {
   SEPFS_RETURN_IF_ERROR(CheckXattrName(name));
+  SEPFS_RETURN_IF_ERROR(CheckNamespace(ino, name));
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
   if (ino == kRootIno && name == kGcXattr) return RunGc(/*force=*/true, nullptr, nullptr);
@@ -100,7 +110,10 @@ Status Filesystem::GetXattr(uint64_t ino, std::string_view name, std::string* va
     return Status::OK();
   }
   Status st = meta_->Get(kv::XattrKey(ino, name), value);
-  if (st.IsNotFound()) return Status::FromErrno(ENODATA, "no such xattr");
+  if (st.IsNotFound()) {
+    Status ns = CheckNamespace(ino, name);
+    return ns.ok() ? Status::FromErrno(ENODATA, "no such xattr") : ns;
+  }
   return st;
 }
 
@@ -149,7 +162,10 @@ Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
   std::lock_guard<std::mutex> il(in->mu);
   std::string old;
   Status st = meta_->Get(kv::XattrKey(ino, name), &old);
-  if (st.IsNotFound()) return Status::FromErrno(ENODATA, "no such xattr");
+  if (st.IsNotFound()) {
+    Status ns = CheckNamespace(ino, name);
+    return ns.ok() ? Status::FromErrno(ENODATA, "no such xattr") : ns;
+  }
   SEPFS_RETURN_IF_ERROR(st);
   kv::InodeRecord r = in->rec;
   r.ctime = Now();

@@ -189,6 +189,8 @@ Status MetaStore::Get(std::string_view key, std::string* value) {
   return Status::OK();
 }
 
+Status MetaStore::WriteError() { return impl_->WriteError(); }
+
 Status MetaStore::Write(Batch* batch, bool sync) {
   impl_->writes_.fetch_add(1, std::memory_order_relaxed);
   if (sync) impl_->synced_writes_.fetch_add(1, std::memory_order_relaxed);

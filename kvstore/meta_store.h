@@ -81,6 +81,9 @@ class MetaStore {
   // A failed sync makes every later Write fail, as a failed write does.
   // The before-sync hook runs first, with the writes to cover chosen.
   Status Sync();
+  // OK while writes work; after a write or sync failed, the error every
+  // later Write returns (until the store is reopened).
+  Status WriteError();
   // What Sync() and a synced Write() make durable before the log: the
   // filesystem syncs the vLog, so no pointer becomes durable before the
   // record it names. Set once, before concurrent use; cleared (nullptr)

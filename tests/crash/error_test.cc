@@ -493,6 +493,25 @@ TEST_F(ErrorTest, LsmWriteErrorFailsTruncateAndTheNextMountKeepsTheFile) {
   EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), data);
 }
 
+// After a LevelDB write failed every later batch fails too, so a flush
+// appends no record: recovery would install it at the next mount (it lies
+// past the checkpoint the failed store could not write), and data a caller
+// was told was not written would replace what it had fsync'd.
+TEST_F(ErrorTest, WritesAfterAnLsmWriteErrorAreNeverReplayed) {
+  const std::string data = Payload(25, 3 * 4096 + 100);
+  const uint64_t ino = DurableFile("f", data);
+  model().FailNth(FaultOp::kWrite, FaultScope::kLevelDb, 1, EIO);
+  EXPECT_ERRNO(fs_->Rename(kRoot, "f", kRoot, "g", 0), EIO);
+  model().ClearFailures();
+  ASSERT_OK(fs_->OpenFile(ino));
+  ASSERT_OK(fs_->Write(ino, 0, Payload(26, 2 * 4096)));  // in memory
+  EXPECT_ERRNO(fs_->Fsync(ino, false), EIO);
+  (void)fs_->Release(ino);
+  CloseFsckReopen(/*after_write_error=*/true);
+  EXPECT_EQ(fs_->recovery().pointers_replayed, 0u);
+  EXPECT_EQ(ReadOk(InoOf(kRoot, "f")), data);
+}
+
 TEST_F(ErrorTest, LsmWriteErrorThenMoreWritesThenPowerLoss) {
   const std::string a = Payload(23, 5000);
   DurableFile("a", a);

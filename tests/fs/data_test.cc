@@ -401,6 +401,25 @@ TEST_F(SmallDataTest, FallocateModes) {
   EXPECT_EQ(ReadAll(f), "abc" + std::string(10000 - 3, '\0'));
 }
 
+// A size a batch could not store yet (its data was still dirty) is stored
+// later even when no dirty block is left: after a SETATTR of the times, a
+// punch that dropped every dirty block left the size in memory only, and a
+// clean unmount lost it (a helper's review).
+TEST_F(SmallDataTest, SizeAheadOfStoredDataIsStoredWithoutDirtyBlocks) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(1, 2 * 4096)));
+  SetAttrRequest times;
+  times.set_mtime = true;
+  times.mtime = {1000, 0};
+  kv::InodeRecord r;
+  ASSERT_OK(fs_->SetAttr(f, times, &r));
+  ASSERT_OK(fs_->Fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 2 * 4096));
+  ASSERT_OK(fs_->Fsync(f, false));
+  Reopen();
+  EXPECT_EQ(Attr(f).size, 2 * 4096u);
+  EXPECT_EQ(ReadAll(f), std::string(2 * 4096, '\0'));
+}
+
 TEST_F(SmallDataTest, LargestOffsets) {
   const uint64_t max = Filesystem::MaxFileSize();
   const uint64_t f = Create(kRoot, "huge");

@@ -21,7 +21,6 @@ bool Later(const kv::Timespec& a, const kv::Timespec& b) {  // a > b
   return a.sec > b.sec || (a.sec == b.sec && a.nsec > b.nsec);
 }
 
-// The clock's resolution is fine, but make "after" unambiguous.
 std::vector<std::string> Names(const std::vector<DirListEntry>& v) {
   std::vector<std::string> out;
   for (const auto& e : v) out.push_back(e.name);

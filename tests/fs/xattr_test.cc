@@ -151,6 +151,24 @@ TEST_F(XattrTest, SetChangesCtimeNotMtime) {
   EXPECT_NE(after.ctime, before.ctime);
 }
 
+// Names an older sepfs stored outside the namespaces it stores now can
+// still be read and removed (getfattr -d, cp -a and rsync -X list them);
+// sepfs's own names are the root's.
+TEST_F(XattrTest, NamesStoredOutsideTheNamespacesCanBeReadAndRemoved) {
+  const uint64_t f = Create(kRoot, "f");
+  kv::Batch b;
+  b.Put(kv::XattrKey(f, "foo.bar"), "old");
+  ASSERT_OK(fs_->store()->meta()->Write(&b, false));
+  std::string v;
+  ASSERT_OK(fs_->GetXattr(f, "foo.bar", &v));
+  EXPECT_EQ(v, "old");
+  ASSERT_OK(fs_->RemoveXattr(f, "foo.bar"));
+  EXPECT_ERRNO(fs_->GetXattr(f, "foo.bar", &v), EOPNOTSUPP);
+  EXPECT_ERRNO(fs_->RemoveXattr(f, "foo.bar"), EOPNOTSUPP);
+  EXPECT_ERRNO(fs_->SetXattr(f, "sepfs.gc", "1", 0), EOPNOTSUPP);
+  EXPECT_ERRNO(fs_->GetXattr(f, "sepfs.stats", &v), EOPNOTSUPP);
+}
+
 TEST_F(XattrTest, StatsXattrOnRoot) {
   std::string v;
   ASSERT_OK(fs_->GetXattr(kRoot, "sepfs.stats", &v));
