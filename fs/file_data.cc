@@ -271,6 +271,11 @@ vlog::Stream Filesystem::StreamFor(Inode* in, uint64_t prev_seq) {
   return gc_ ? gc_->UserStream(in->temperature == 1, prev_seq) : vlog::Stream::kHot;
 }
 
+Status Filesystem::FlushBeforeSizeLocked(Inode* in, uint64_t size) {
+  if (size <= in->stored_size || in->dirty.empty()) return Status::OK();
+  return FlushLocked(in, /*sync=*/false);
+}
+
 Status Filesystem::TakeWriteError(Inode* in, Status st) {
   if (st.ok() && in->write_error != 0) {
     st = Status::FromErrno(in->write_error, "inode " + std::to_string(in->ino) +
@@ -525,8 +530,7 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.
   if (off + len > in->rec.size) {
-    // Bytes written below the new size are stored first (as SetAttr does).
-    if (!in->dirty.empty()) SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/false));
+    SEPFS_RETURN_IF_ERROR(FlushBeforeSizeLocked(in.get(), off + len));
     kv::InodeRecord r = in->rec;
     r.size = off + len;
     if (!kernel_times) r.ctime = r.mtime = Now();

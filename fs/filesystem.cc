@@ -340,11 +340,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     return Status::FromErrno(IsDir(in->rec.mode) ? EISDIR : EINVAL, "truncate of non-file");
   }
   if (req.set_size && req.size > MaxFileSize()) return Status::FromErrno(EFBIG, "size too large");
-  // A size that keeps bytes still only in memory is stored with them: flushed
-  // first, so that a crash never leaves that size ahead of its data.
-  if (req.set_size && req.size > in->stored_size && !in->dirty.empty()) {
-    SEPFS_RETURN_IF_ERROR(FlushLocked(in.get(), /*sync=*/false));
-  }
+  if (req.set_size) SEPFS_RETURN_IF_ERROR(FlushBeforeSizeLocked(in.get(), req.size));
   const kv::InodeRecord saved = in->rec;
   kv::InodeRecord& r = in->rec;
   const kv::Timespec now = Now();

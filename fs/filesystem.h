@@ -324,6 +324,10 @@ class Filesystem {
   // *released and its bytes leave in's st_blocks.
   void ForgetBlock(Inode* in, std::string_view value, std::vector<vlog::BlockPtr>* released);
   Status FlushLocked(Inode* in, bool sync);
+  // Before a size change to `size` is stored: flushes the dirty blocks when
+  // that size keeps bytes still only in memory (above the stored size), so
+  // that a crash never leaves the size ahead of its data.
+  Status FlushBeforeSizeLocked(Inode* in, uint64_t size);
   // st, or else the inode's pending write error (cleared either way).
   Status TakeWriteError(Inode* in, Status st);
   // Adds the pointer changes of truncating to `size` to *b and sets the

@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "fs/readahead.h"
 #include "kvstore/records.h"
