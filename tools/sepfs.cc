@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -151,27 +153,44 @@ int CmdMkfs(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kMkfsUsage, stdout), 0;
   fs::MkfsOptions o;
   std::string store;
+  // The size options, each with what takes its value (false: out of range).
+  const std::map<std::string, std::function<bool(uint64_t)>> sizes = {
+      {"--block-size",
+       [&](uint64_t v) {
+         if (v > UINT32_MAX) return false;
+         o.block_size = static_cast<uint32_t>(v);
+         return true;
+       }},
+      {"--segment-size",
+       [&](uint64_t v) {
+         o.segment_size = v;
+         return true;
+       }},
+      {"--capacity",
+       [&](uint64_t v) {
+         o.capacity = v;
+         return true;
+       }},
+      {"--inline-max",
+       [&](uint64_t v) {
+         if (v > UINT32_MAX) return false;
+         o.inline_max = static_cast<uint32_t>(v);
+         return true;
+       }},
+  };
   std::set<std::string> given;  // a size given twice is a mistake, not an override
   for (const auto& a : args) {
-    uint64_t v;
-    const std::string name = a.substr(0, a.find('='));
-    const bool sized = name == "--block-size" || name == "--segment-size" ||
-                       name == "--capacity" || name == "--inline-max";
-    if (sized && !given.insert(name).second) return Fail(name + " given twice", kMkfsUsage);
-    if (a == "--force" || a == "-f") {
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    const auto size = sizes.find(name);
+    if (size != sizes.end() && !given.insert(name).second) {
+      return Fail(name + " given twice", kMkfsUsage);
+    }
+    if (size != sizes.end() && eq != std::string::npos) {
+      uint64_t v;
+      if (!ParseSize(a.substr(eq + 1), &v) || !size->second(v)) return Fail("bad " + a, kMkfsUsage);
+    } else if (a == "--force" || a == "-f") {
       o.force = true;
-    } else if (a.rfind("--block-size=", 0) == 0) {
-      if (!ParseSize(a.substr(13), &v) || v > UINT32_MAX) return Fail("bad " + a, kMkfsUsage);
-      o.block_size = static_cast<uint32_t>(v);
-    } else if (a.rfind("--segment-size=", 0) == 0) {
-      if (!ParseSize(a.substr(15), &v)) return Fail("bad " + a, kMkfsUsage);
-      o.segment_size = v;
-    } else if (a.rfind("--capacity=", 0) == 0) {
-      if (!ParseSize(a.substr(11), &v)) return Fail("bad " + a, kMkfsUsage);
-      o.capacity = v;
-    } else if (a.rfind("--inline-max=", 0) == 0) {
-      if (!ParseSize(a.substr(13), &v) || v > UINT32_MAX) return Fail("bad " + a, kMkfsUsage);
-      o.inline_max = static_cast<uint32_t>(v);
     } else if (!a.empty() && a[0] == '-') {
       return Fail("unknown option " + a, kMkfsUsage);
     } else if (store.empty()) {
