@@ -246,11 +246,24 @@ std::string MountSource(const std::string& path) {
   return FieldAfterDash(MountinfoFields(path), 1);
 }
 
-std::set<std::string> MountSuperOptions(const std::string& path) {
+namespace {
+
+std::set<std::string> SplitCommas(const std::string& text) {
   std::set<std::string> opts;
-  std::istringstream in(FieldAfterDash(MountinfoFields(path), 2));
+  std::istringstream in(text);
   for (std::string o; std::getline(in, o, ',');) opts.insert(o);
   return opts;
+}
+
+}  // namespace
+
+std::set<std::string> MountSuperOptions(const std::string& path) {
+  return SplitCommas(FieldAfterDash(MountinfoFields(path), 2));
+}
+
+std::set<std::string> MountPointOptions(const std::string& path) {
+  const std::vector<std::string> f = MountinfoFields(path);
+  return f.size() > 5 ? SplitCommas(f[5]) : std::set<std::string>{};
 }
 
 std::string RandomBytes(size_t n, uint64_t seed) {

@@ -99,6 +99,9 @@ std::string MountSource(const std::string& path);
 // The super-block options of the newest mount at path ("rw", "user_id=0",
 // "default_permissions", ...), from /proc/self/mountinfo.
 std::set<std::string> MountSuperOptions(const std::string& path);
+// The per-mount options of the newest mount at path ("rw", "noatime",
+// "nosuid", ...), from /proc/self/mountinfo; empty when nothing is mounted.
+std::set<std::string> MountPointOptions(const std::string& path);
 
 // Deterministic pseudo-random bytes.
 std::string RandomBytes(size_t n, uint64_t seed);
