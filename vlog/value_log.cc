@@ -943,11 +943,12 @@ Status ValueLog::Impl::ReadMany(std::span<ReadRequest> reqs) {
 // ---- Liveness and introspection ---------------------------------------------
 
 void ValueLog::Impl::Release(const BlockPtr& ptr) {
+  // The segment may be gone: a flush releases the records its batch
+  // replaced only once that batch is synced, and the collector, finding
+  // them dead already, may have deleted their segment in between (its
+  // Quiesce syncs the same batch first). Nothing is left to count then.
   std::shared_ptr<Segment> seg = Find(ptr.segment);
-  if (seg == nullptr) {
-    Log("Release of a record in unknown " + SegName(ptr.segment));
-    return;
-  }
+  if (seg == nullptr) return;
   SubtractLive(*seg, ptr.record_size());
 }
 

@@ -230,7 +230,8 @@ class ValueLog {
   // before a checkpoint declares those segments durable.
   Status SyncAll();
 
-  // The record at ptr is no longer referenced: its bytes become garbage.
+  // The record at ptr is no longer referenced: its bytes become garbage
+  // (nothing to do when its segment was deleted meanwhile).
   void Release(const BlockPtr& ptr);
   // A record this caller appended but will never reference (its write or
   // its metadata failed): released, unless a failed buffer write already
