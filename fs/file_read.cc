@@ -64,7 +64,7 @@ PrefetchEngine* Filesystem::Prefetch() {
   std::call_once(pf_once_, [this] {
     if (vlog_ == nullptr || options_.data_cache_bytes == 0) return;
     if (!options_.prefetch_seq && !options_.prefetch_dir) return;
-    pf_ = std::make_unique<PrefetchEngine>(vlog_, options_.data_cache_bytes,
+    pf_ = std::make_unique<PrefetchEngine>(vlog_, options_.data_cache_bytes, block_size_,
                                            std::max(1u, options_.prefetch_threads));
   });
   return pf_.get();

@@ -15,6 +15,7 @@
 #include "fs/clock.h"
 #include "fs/fsck.h"
 #include "fs/lock_set.h"
+#include "vlog/block_cache.h"
 
 namespace sepfs::fs {
 
@@ -29,6 +30,14 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   fs->meta_ = fs->store_->meta();
   fs->vlog_ = fs->store_->vlog();
   fs->block_size_ = fs->store_->super().block_size;
+  const uint64_t one_block = fs->block_size_ + vlog::BlockCache::kEntryOverhead;
+  if (options.data_cache_bytes > 0 && options.data_cache_bytes < one_block) {
+    return Status::InvalidArgument(
+        "the data cache (" + std::to_string(options.data_cache_bytes >> 20) +
+        " MiB) cannot hold one block of this store (" + std::to_string(fs->block_size_) +
+        " bytes): give data_cache_mb=" + std::to_string((one_block >> 20) + 1) +
+        " or more, or 0 to turn it off");
+  }
   fs->inline_max_ = fs->store_->super().inline_max;
   fs->counts_xattrs_ = fs->store_->super().version >= kv::kMetaFormatXattrCounts;
   fs->alloc_ = std::make_unique<kv::InodeAllocator>(fs->meta_);

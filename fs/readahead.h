@@ -211,8 +211,9 @@ class DirStreams {
 // The prefetch machinery a Filesystem owns. Members are destroyed in
 // reverse order: the pool (which joins its workers) before the cache.
 struct PrefetchEngine {
-  PrefetchEngine(vlog::ValueLog* vlog, uint64_t cache_bytes, unsigned threads)
-      : cache(cache_bytes),
+  PrefetchEngine(vlog::ValueLog* vlog, uint64_t cache_bytes, uint64_t block_size,
+                 unsigned threads)
+      : cache(cache_bytes, /*num_shards=*/16, /*largest_entry=*/block_size),
         prefetcher(vlog, &cache, PoolOptions(threads)),
         window_bytes(cache_bytes / 8) {}
   static vlog::PrefetcherOptions PoolOptions(unsigned threads) {

@@ -5,11 +5,13 @@
 namespace sepfs::vlog {
 
 // Up to 1/16 of the capacity (at most 16 MiB) of evicted buffers wait for reuse.
-BlockCache::BlockCache(uint64_t capacity_bytes, unsigned num_shards)
+BlockCache::BlockCache(uint64_t capacity_bytes, unsigned num_shards, uint64_t largest_entry)
     : capacity_(capacity_bytes),
       pool_(static_cast<size_t>(std::min<uint64_t>(capacity_bytes / 16, 16u << 20))) {
   unsigned n = 1;
   while (n < num_shards) n <<= 1;
+  const uint64_t room = kMinEntriesPerShard * (largest_entry + kEntryOverhead);
+  while (n > 1 && largest_entry > 0 && capacity_ / n < room) n >>= 1;
   num_shards_ = n;
   shards_ = std::make_unique<Shard[]>(n);
   shard_capacity_ = capacity_ / n;
@@ -83,10 +85,13 @@ void BlockCache::Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block,
                         std::shared_ptr<const std::string> data, bool prefetched) {
   if (!enabled() || data == nullptr) return;
   const uint64_t charge = data->size() + kEntryOverhead;
-  if (charge > shard_capacity_) return;
   const uint64_t key = KeyOf(ptr);
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
+  if (charge > shard_capacity_) {
+    if (prefetched) s.evicted_unused += data->size();
+    return;
+  }
   auto m = s.map.find(key);
   if (m != s.map.end()) RemoveLocked(s, m->second);
   while (s.usage + charge > shard_capacity_ && !s.lru.empty()) {

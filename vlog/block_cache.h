@@ -10,15 +10,17 @@
 //
 // Capacity is in bytes (record data plus a small per-entry charge), split
 // evenly over the shards; capacity 0 disables the cache (Insert does
-// nothing, Lookup always misses). An entry larger than a shard's capacity
-// is not cached.
+// nothing, Lookup always misses). Given the largest entry callers insert
+// (a block), fewer shards are used when a shard would hold fewer than
+// kMinEntriesPerShard of them: a small cache still caches. An entry larger
+// than a shard's capacity is not cached (a prefetched one counts as wasted).
 //
 // Values are shared_ptr<const std::string>: a reader keeps its copy alive
 // after the entry is evicted.
 //
 // "Wasted" accounting: an entry inserted with prefetched=true that is
-// evicted, replaced or erased before any lookup hit it adds its data bytes
-// to evicted_unused_bytes.
+// evicted, replaced or erased before any lookup hit it, or that did not fit
+// a shard, adds its data bytes to evicted_unused_bytes.
 //
 // Thread safety: all methods may be called concurrently.
 #pragma once
@@ -61,8 +63,13 @@ class BlockCache {
   // Bytes charged per entry on top of its data (key, list node, control block).
   static constexpr uint64_t kEntryOverhead = 128;
 
-  // num_shards is rounded up to a power of two (at least 1).
-  explicit BlockCache(uint64_t capacity_bytes, unsigned num_shards = 16);
+  static constexpr uint64_t kMinEntriesPerShard = 4;
+
+  // num_shards is rounded up to a power of two (at least 1), then halved
+  // while a shard would hold fewer than kMinEntriesPerShard entries of
+  // largest_entry data bytes (0: no limit).
+  explicit BlockCache(uint64_t capacity_bytes, unsigned num_shards = 16,
+                      uint64_t largest_entry = 0);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
@@ -92,6 +99,7 @@ class BlockCache {
   std::shared_ptr<std::string> NewBuffer(size_t n) { return pool_.Get(n); }
 
   BlockCacheStats stats() const;
+  unsigned num_shards() const { return num_shards_; }
 
  private:
   struct Entry {

@@ -268,7 +268,7 @@ class PrefetchFsTest : public testing::SmallBlockFsTest {
     o.prefetch_seq = seq_;
     o.prefetch_dir = dir_;
     o.prefetch_threads = 4;
-    o.data_cache_bytes = 16 << 20;
+    o.data_cache_bytes = cache_bytes_;
     return o;
   }
   // Two files written block by block, alternately, each block flushed on
@@ -307,6 +307,7 @@ class PrefetchFsTest : public testing::SmallBlockFsTest {
 
   bool seq_ = true;
   bool dir_ = true;
+  uint64_t cache_bytes_ = 16 << 20;
 };
 
 TEST_F(PrefetchFsTest, SequentialReadOfFragmentedFilePrefetchesAndReturnsRightBytes) {
@@ -332,6 +333,41 @@ TEST_F(PrefetchFsTest, SequentialReadOfFragmentedFilePrefetchesAndReturnsRightBy
   EXPECT_EQ(ReadSequential(b, db.size(), 16 << 10, nullptr), db);
   EXPECT_EQ(fs_->PrefetchStats().issued, issued);
   EXPECT_NE(fs_->StatsText().find("prefetch:"), std::string::npos);
+}
+
+TEST_F(PrefetchFsTest, ASmallDataCacheStillKeepsPrefetchedBlocks) {
+  // Spread over 16 shards, this would leave each less than one block.
+  cache_bytes_ = 16 * (block_size() + vlog::BlockCache::kEntryOverhead) - 1;
+  const uint64_t a = Create(kRoot, "a"), b = Create(kRoot, "b");
+  std::string da, db;
+  const int blocks = (1 << 20) / static_cast<int>(block_size()) + 96;
+  WriteInterleaved(a, b, blocks, &da, &db);
+  Reopen();
+  FileHandle fh;
+  EXPECT_EQ(ReadSequential(a, da.size(), 16 << 10, &fh), da);
+  WaitPrefetchIdle();
+  EXPECT_GT(fs_->PrefetchStats().completed, 10u);
+  const vlog::BlockCacheStats c = fs_->DataCacheStats();
+  EXPECT_GT(c.inserts, 10u);
+  EXPECT_LE(c.usage, c.capacity);
+}
+
+TEST_F(PrefetchFsTest, ADataCacheSmallerThanABlockIsRefusedAtMount) {
+  const uint64_t a = Create(kRoot, "a");
+  ASSERT_OK(fs_->Write(a, 0, "kept"));
+  CloseFs();
+  cache_bytes_ = block_size();  // the entry's charge does not fit beside it
+  std::unique_ptr<Filesystem> fs;
+  Status st = Filesystem::Open(store_dir_, fs_options(), &fs);
+  EXPECT_EQ(st.err(), EINVAL);
+  EXPECT_NE(st.message().find("data_cache_mb="), std::string::npos) << st.ToString();
+  EXPECT_EQ(fs, nullptr);
+  // Nothing was lost; the cache turned off mounts.
+  cache_bytes_ = 0;
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  std::string got;
+  ASSERT_OK(fs_->Read(a, 0, 100, &got));
+  EXPECT_EQ(got, "kept");
 }
 
 // The bytes a ReadInto with pieces lists, in order.

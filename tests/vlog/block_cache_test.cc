@@ -86,6 +86,36 @@ TEST(BlockCacheTest, TooLargeEntryIsNotCached) {
   EXPECT_EQ(c.stats().inserts, 0u);
 }
 
+TEST(BlockCacheTest, TooLargePrefetchedEntryCountsAsWasted) {
+  BlockCache c(2048, 1);
+  c.Insert(Ptr(1, 64, 4096, 1), 1, 0, Data(4096, 'z'), /*prefetched=*/true);
+  EXPECT_EQ(c.stats().entries, 0u);
+  EXPECT_EQ(c.stats().evicted_unused_bytes, 4096u);
+}
+
+TEST(BlockCacheTest, SmallCacheUsesFewerShardsAndStillCaches) {
+  // 1 MiB over 16 shards would give 64 KiB a shard: not one 64 KiB block
+  // (plus its charge) would fit, and every insert would be dropped.
+  constexpr uint64_t kBlock = 64 << 10;
+  BlockCache c(1 << 20, 16, kBlock);
+  EXPECT_EQ(c.num_shards(), 2u);  // 512 KiB a shard: 7 blocks
+  for (uint32_t i = 0; i < 8; i++) {
+    c.Insert(Ptr(1, 64 + i * (kBlock + 64), kBlock, i + 1), 1, i, Data(kBlock, 'a'), true);
+  }
+  BlockCacheStats s = c.stats();
+  EXPECT_EQ(s.inserts, 8u);
+  EXPECT_GE(s.entries, 4u);
+  EXPECT_LE(s.usage, s.capacity);
+  // A large cache keeps its shards; no size hint keeps them too.
+  EXPECT_EQ(BlockCache(256 << 20, 16, kBlock).num_shards(), 16u);
+  EXPECT_EQ(BlockCache(1 << 20, 16).num_shards(), 16u);
+  // Smaller than kMinEntriesPerShard blocks: one shard, which holds what fits.
+  BlockCache one(2 * (kBlock + BlockCache::kEntryOverhead), 16, kBlock);
+  EXPECT_EQ(one.num_shards(), 1u);
+  one.Insert(Ptr(1, 64, kBlock, 1), 1, 0, Data(kBlock, 'a'), false);
+  EXPECT_EQ(one.stats().entries, 1u);
+}
+
 TEST(BlockCacheTest, WastedCountsOnlyUnusedPrefetchedBytes) {
   BlockCache c(2 * kCharge1k, 1);
   c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), /*prefetched=*/true);   // will be used
