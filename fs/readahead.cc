@@ -91,6 +91,7 @@ uint64_t DirStreams::EndLocked(uint64_t dir) {
     auto f = file_dir_.find(ino);
     if (f != file_dir_.end() && f->second.first == dir) file_dir_.erase(f);
   }
+  total_files_ -= s.files.size();
   streams_.erase(it);
   order_.erase(std::remove(order_.begin(), order_.end(), dir), order_.end());
   return tag;
@@ -116,14 +117,17 @@ DirPrefetch DirStreams::OnListing(uint64_t dir, const std::vector<uint64_t>& fil
   if (const uint64_t tag = EndLocked(dir)) p.cancel.push_back(tag);
   RetireUnreadLocked(&p.cancel);
   if (files.empty() || !learner_.ShouldPrefetch(dir)) return p;
-  while (streams_.size() >= opt_.max_dirs && !order_.empty()) {
+  const size_t n = std::min({files.size(), opt_.max_files, opt_.max_total_files});
+  while ((streams_.size() >= opt_.max_dirs || total_files_ + n > opt_.max_total_files) &&
+         !order_.empty()) {
     if (const uint64_t tag = EndLocked(order_.front())) p.cancel.push_back(tag);
   }
   Stream& s = streams_[dir];
   s.dir = dir;
   s.tag = next_tag_++;
   s.listed_at = listings_;
-  s.files.assign(files.begin(), files.begin() + std::min(files.size(), opt_.max_files));
+  s.files.assign(files.begin(), files.begin() + n);
+  total_files_ += n;
   s.read.assign(s.files.size(), false);
   s.fetched.assign(s.files.size(), false);
   s.window = opt_.initial_files;

@@ -149,8 +149,10 @@ class DirStreams {
   struct Options {
     size_t initial_files = 32;  // prefetched when the listing is taken
     size_t max_ahead = 256;     // files ahead of the last one read
-    size_t max_files = 65536;   // files remembered per listing
-    size_t max_dirs = 64;       // listings remembered (oldest dropped)
+    size_t max_files = 65536;         // files remembered per listing
+    size_t max_dirs = 64;             // listings remembered (oldest dropped)
+    size_t max_total_files = 262144;  // over all listings (oldest dropped;
+                                      // about 80 bytes each)
     // A listing none of whose files was read while this many newer
     // listings (of any directory) were taken is scored as waste and
     // cancelled.
@@ -205,6 +207,7 @@ class DirStreams {
   // Listed ino -> (dir, index in its stream); a file in two listings
   // belongs to the newer one.
   std::unordered_map<uint64_t, std::pair<uint64_t, size_t>> file_dir_;
+  size_t total_files_ = 0;  // over streams_
   uint64_t started_ = 0;
 };
 

@@ -248,6 +248,37 @@ TEST(DirStreamsTest, ListingADirectoryAgainCancelsItsOlderStream) {
   EXPECT_EQ(again.inos, files);
 }
 
+std::vector<uint64_t> Range(uint64_t first, size_t n) {
+  std::vector<uint64_t> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = first + i;
+  return v;
+}
+
+TEST(DirStreamsTest, FilesRememberedOverAllListingsAreBounded) {
+  DirStreams::Options o;
+  o.initial_files = 2;
+  o.max_files = 100;
+  o.max_total_files = 250;
+  DirStreams s(o);
+  const uint64_t t1 = s.OnListing(1, Range(1000, 100)).tag;
+  const uint64_t t2 = s.OnListing(2, Range(2000, 100)).tag;
+  EXPECT_FALSE(s.OnRead(1000).inos.empty());
+  EXPECT_FALSE(s.OnRead(2000).inos.empty());
+  // A third listing of 100 would make 300: the oldest listing goes.
+  DirPrefetch third = s.OnListing(3, Range(3000, 100));
+  EXPECT_TRUE(Cancels(third, t1));
+  EXPECT_FALSE(Cancels(third, t2));
+  EXPECT_TRUE(s.OnRead(1050).inos.empty());   // forgotten
+  EXPECT_FALSE(s.OnRead(2050).inos.empty());  // still followed
+  EXPECT_FALSE(s.OnRead(3050).inos.empty());
+  // One listing longer than the whole budget keeps the budget's first files.
+  o.max_files = 1000;
+  DirStreams big(o);
+  (void)big.OnListing(4, Range(4000, 1000));
+  EXPECT_FALSE(big.OnRead(4240).inos.empty());
+  EXPECT_TRUE(big.OnRead(4250).inos.empty());
+}
+
 TEST(DirStreamsTest, ReadsAfterCancellationRestartTheStream) {
   DirStreams s;
   std::vector<uint64_t> files = {1, 2, 3, 4, 5, 6, 7, 8};
