@@ -86,6 +86,9 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
       if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
           space_avail_ < (256ull << 20)) {
         SEPFS_RETURN_IF_ERROR(AvailableBytes(&space_avail_));
+        // Bytes accepted earlier and still in the dirty-block cache take
+        // their room at their flush; the disk does not show them yet.
+        space_avail_ -= std::min(space_avail_, dirty_total_.load(std::memory_order_relaxed));
         space_checked_at_ = written ? written : 1;
       }
       if (bytes <= space_avail_) {
