@@ -208,6 +208,12 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   SEPFS_RETURN_IF_ERROR(st);
   SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir + ": superblock"));
 
+  if (s->env_->Exists(VlogDir(dir)).IsNotFound()) {
+    return Status::NotFound(VlogDir(dir) +
+                            ": the segment directory is missing, so the store is incomplete "
+                            "(restore it; if its data is lost for good, create it empty and run "
+                            "sepfs fsck --repair)");
+  }
   vlog::Options vo;
   vo.env = s->env_;
   vo.segment_size = s->super_.segment_size;

@@ -78,6 +78,8 @@ class Env {
   // The process-wide POSIX Env. Never deleted.
   static Env* Default();
 
+  // A path that is not a regular file fails (without blocking on a FIFO)
+  // with EISDIR for a directory and ENODEV for anything else.
   virtual Status OpenFile(const std::string& path, OpenMode mode, std::unique_ptr<File>* out) = 0;
   virtual Status CreateDir(const std::string& path) = 0;  // EEXIST if present
   virtual Status RemoveFile(const std::string& path) = 0;

@@ -247,10 +247,11 @@ class PosixEnv final : public Env {
     bool created = false;
     switch (mode) {
       case OpenMode::kRead:
-        fd = OpenRetry(path.c_str(), O_RDONLY, 0);
+        // Non-blocking: a FIFO in the file's place must not hang the open.
+        fd = OpenRetry(path.c_str(), O_RDONLY | O_NONBLOCK, 0);
         break;
       case OpenMode::kReadWrite:
-        fd = OpenRetry(path.c_str(), O_RDWR, 0);
+        fd = OpenRetry(path.c_str(), O_RDWR | O_NONBLOCK, 0);
         break;
       case OpenMode::kCreateExclusive:
         fd = OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_EXCL, kFileMode);
@@ -273,6 +274,16 @@ class PosixEnv final : public Env {
     }
     if (fd < 0) return PosixError(errno, path, "open");
     Fd guard(fd);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return PosixError(errno, path, "fstat");
+    if (!S_ISREG(st.st_mode)) {
+      return Status::FromErrno(S_ISDIR(st.st_mode) ? EISDIR : ENODEV,
+                               path + ": not a regular file");
+    }
+    if ((mode == OpenMode::kRead || mode == OpenMode::kReadWrite) &&
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+      return PosixError(errno, path, "fcntl");
+    }
     // The umask may have taken bits away from the mode passed to open().
     if (created && ::fchmod(fd, kFileMode) != 0) return PosixError(errno, path, "fchmod");
     *out = std::make_unique<PosixFile>(path, guard.release());

@@ -290,10 +290,16 @@ Status ValueLog::Impl::Load() {
       continue;
     }
     if (!ParseSegmentFileName(name, &id)) continue;
-    std::shared_ptr<Segment> seg;
-    SEPFS_RETURN_IF_ERROR(OpenExisting(id, &seg));
-    // Even a removed unfinished segment's id is never handed out again.
+    // Even a removed unfinished segment's id is never handed out again, nor
+    // the id of something else that took a segment's name.
     next_id_ = std::max<uint64_t>(next_id_, uint64_t{id} + 1);
+    std::shared_ptr<Segment> seg;
+    Status st = OpenExisting(id, &seg);
+    if (st.err() == EISDIR || st.err() == ENODEV) {
+      Log(name + " ignored: " + st.ToString());
+      continue;
+    }
+    SEPFS_RETURN_IF_ERROR(st);
     if (seg != nullptr) segs_[id] = std::move(seg);
   }
   for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size + File::kDirectAlign);

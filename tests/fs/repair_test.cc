@@ -120,6 +120,31 @@ TEST_F(RepairTest, DamagedLogRecordIsDroppedNotServed) {
   }
 }
 
+// A store without its segment directory (a disk not mounted, a directory
+// moved away) is refused by every open, the repair's included. A mount
+// made an empty one and served EIO; the repair dropped every pointer into
+// it and called the store clean (a helper's probe).
+TEST_F(RepairTest, MissingSegmentDirectoryIsRefusedNotRepaired) {
+  const uint64_t ino = Create(kRoot, "f");
+  const std::string data = Payload(8, 300000);
+  WriteFile(ino, data);
+  CloseFs();
+  const std::string vlog = VlogDir(store_dir_), away = store_dir_ + "/../vlog-away";
+  ASSERT_EQ(::rename(vlog.c_str(), away.c_str()), 0);
+  std::unique_ptr<Filesystem> fs;
+  Status st = Filesystem::Open(store_dir_, fs_options(), &fs);
+  EXPECT_EQ(st.err(), ENOENT);
+  EXPECT_NE(st.message().find("segment directory is missing"), std::string::npos)
+      << st.ToString();
+  RepairReport rep;
+  EXPECT_EQ(Repair(store_dir_, StoreOptions{}, &rep, nullptr).err(), ENOENT);
+  EXPECT_TRUE(rep.changes.empty()) << Changes(rep);
+  EXPECT_NE(::access(vlog.c_str(), F_OK), 0);  // no empty one made
+  ASSERT_EQ(::rename(away.c_str(), vlog.c_str()), 0);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(ReadAll(ino), data);
+}
+
 // A record whose xattr count differs from its names is found and set to
 // what the names hold.
 TEST_F(RepairTest, WrongXattrCountIsRecounted) {

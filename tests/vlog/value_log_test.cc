@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -129,6 +130,28 @@ TEST_F(ValueLogTest, ReadFromBufferAfterFlushAndAfterReopen) {
   EXPECT_GT(d.ptr.segment, std::max(a.ptr.segment, c.ptr.segment));
   EXPECT_GT(d.ptr.seq, c.ptr.seq);
   ExpectReadable(d);
+}
+
+// A directory or a FIFO with a segment's name: ignored, and its id never
+// handed out. The FIFO hung the open (fsck, mount); the directory failed
+// it with EISDIR (a helper's probe).
+TEST_F(ValueLogTest, EntriesThatAreNotFilesAreIgnored) {
+  OpenLog();
+  Written a = Put(Stream::kHot, 5, 0, 4096);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  vlog_.reset();
+  char name[32];
+  std::snprintf(name, sizeof(name), "/seg-%08u.vlog", a.ptr.segment + 5);
+  ASSERT_EQ(::mkdir((dir_ + name).c_str(), 0700), 0);
+  std::snprintf(name, sizeof(name), "/seg-%08u.vlog", a.ptr.segment + 6);
+  ASSERT_EQ(::mkfifo((dir_ + name).c_str(), 0600), 0);
+  Reopen();
+  ExpectReadable(a);
+  EXPECT_EQ(vlog_->Segments().size(), 1u);
+  Written b = Put(Stream::kHot, 6, 0, 4096);
+  EXPECT_GT(b.ptr.segment, a.ptr.segment + 6);
+  ASSERT_TRUE(vlog_->Sync().ok());
+  ExpectReadable(b);
 }
 
 TEST_F(ValueLogTest, DestructorFlushes) {
