@@ -20,18 +20,45 @@
 #include "fs/filesystem.h"
 #include "fs/fuse_ops.h"
 #include "fs/fuse_uring.h"
+#include "fs/mountinfo.h"
 
 namespace sepfs::fs {
 
 namespace {
 
-// An existing empty directory; *dev: its device (the file system below
-// the mount to come).
-Status CheckMountpoint(const std::string& mnt, dev_t* dev) {
+std::string RealPath(const std::string& path) {
+  std::string out = path;
+  if (char* p = ::realpath(path.c_str(), nullptr)) {
+    out = p;
+    std::free(p);
+  }
+  return out;
+}
+
+// An existing empty directory, outside the store and not where a sepfs
+// mount already is; *dev: its device (the file system below the mount to
+// come).
+Status CheckMountpoint(const std::string& mnt, const std::string& store, dev_t* dev) {
   struct stat st;
   if (::stat(mnt.c_str(), &st) != 0) return Status::FromErrno(errno, mnt + ": mountpoint");
   if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, mnt + ": mountpoint");
   *dev = st.st_dev;
+  const std::string real_mnt = RealPath(mnt), real_store = RealPath(store);
+  if (real_mnt == real_store || real_mnt.starts_with(real_store + "/")) {
+    // The daemon's own files would then be reached through the mount it serves.
+    return Status::InvalidArgument(mnt + ": the mountpoint is inside the store " + store);
+  }
+  std::vector<MountInfo> mounts;
+  if (ReadMountInfo(&mounts).ok()) {
+    for (const MountInfo& m : mounts) {
+      // Stacked, it would hide that mount, and `sepfs stats`/`gc` of either
+      // store would reach the top one.
+      if (m.point == real_mnt && m.fstype == "fuse.sepfs") {
+        return Status::FromErrno(EBUSY, mnt + ": a sepfs store (" + m.source +
+                                            ") is mounted there already");
+      }
+    }
+  }
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(mnt.c_str()), ::closedir);
   if (!d) return Status::FromErrno(errno, mnt + ": mountpoint");
   while (struct dirent* e = ::readdir(d.get())) {
@@ -178,11 +205,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   }
   // Resolved before the mount: afterwards resolving it would ask this daemon,
   // which does not serve yet, for the root's attributes.
-  std::string real_mountpoint = req.mountpoint;
-  if (char* p = ::realpath(req.mountpoint.c_str(), nullptr)) {
-    real_mountpoint = p;
-    std::free(p);
-  }
+  const std::string real_mountpoint = RealPath(req.mountpoint);
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
                  req.store.c_str(), req.mountpoint.c_str());
@@ -278,7 +301,7 @@ bool HandshakeDone(const MountRequest& req, dev_t below) {
 
 int Mount(const MountRequest& req) {
   dev_t below = 0;  // the mountpoint's device before the mount (HandshakeDone)
-  Status st = CheckMountpoint(req.mountpoint, &below);
+  Status st = CheckMountpoint(req.mountpoint, req.store, &below);
   const auto& pass = req.options.passthrough;
   auto passed = [&pass](const char* o) {
     return std::find(pass.begin(), pass.end(), o) != pass.end();

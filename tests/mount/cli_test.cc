@@ -298,10 +298,15 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
   const std::string file = root() + "/afile";
   ASSERT_NO_FATAL_FAILURE(WriteFile(file, "x"));
   ASSERT_NO_FATAL_FAILURE(WriteFile(mnt() + "/occupant", "x"));
+  // Mounted there, the daemon waited on its own mount (a helper's probe:
+  // the store's empty vlog/ took the mount, the next write hung for good).
+  const std::string inner = store() + "/inner";
+  ASSERT_SYS_OK(::mkdir(inner.c_str(), 0755));
   const Case cases[] = {
       {"missing mountpoint", root() + "/nomnt"},
       {"non-empty mountpoint", mnt()},
       {"mountpoint is a file", file},
+      {"mountpoint inside the store", inner},
   };
   for (const Case& c : cases) {
     AddCleanupMount(c.mountpoint);
@@ -312,6 +317,7 @@ TEST_F(UnmountedTest, MountRefusesBadMountpoints) {
   }
   EXPECT_EQ(ReadHostFile(mnt() + "/occupant"), "x");
   // The refusals left the store usable.
+  ASSERT_SYS_OK(::rmdir(inner.c_str()));
   ASSERT_SYS_OK(::unlink((mnt() + "/occupant").c_str()));
   ASSERT_NO_FATAL_FAILURE(Mount());
 }
@@ -368,6 +374,24 @@ TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
   ASSERT_NO_FATAL_FAILURE(Remount());
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+}
+
+// A second store mounted over the first would hide it, and `sepfs stats`
+// or `gc` of either store would reach the top one (a helper's probe).
+TEST_F(CliTest, MountOverAnotherSepfsMountIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), "first"));
+  const std::string other = root() + "/other-store";
+  CmdResult m = RunSepfs({"mkfs", other});
+  ASSERT_EQ(m.exit_code, 0) << m.Describe();
+  AddCleanupMount(mnt());
+  CmdResult r = RunSepfs({"mount", "-f", other, mnt()}, 20);
+  EXPECT_FALSE(r.timed_out) << "the stacked mount must be refused";
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "is mounted there already")) << r.Describe();
+  EXPECT_EQ(ReadFile(P("f")), "first");  // still the first store
+  CmdResult s = RunSepfs({"stats", store()});
+  EXPECT_EQ(s.exit_code, 0) << s.Describe();
+  EXPECT_TRUE(Contains(s.out, store())) << s.Describe();
 }
 
 // umount returns before the daemon has written its dirty blocks and exited.
