@@ -153,6 +153,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fo.store.direct_io = req.options.direct_io;
   fo.store.recycle_segments = req.options.recycle_segments;
   fo.store.lock_wait_sec = kCommandLockWait;  // a daemon of the last umount may still be writing
+  fo.store.pin_directory = true;  // a store renamed while mounted stays the one used
   fo.prefetch_seq = req.options.prefetch_seq;
   fo.prefetch_dir = req.options.prefetch_dir;
   fo.prefetch_threads = req.options.prefetch_threads;

@@ -12,7 +12,7 @@ namespace sepfs::fs {
 
 Status Filesystem::StatFs(struct statvfs* out) {
   uint64_t avail = 0, total = 0;
-  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->io_dir(), &avail, &total));
   // What a write may take: less the reserve kept for metadata and GC (as
   // ext4 keeps blocks for root), so that df promises no more than fits.
   const uint64_t writable = WritableBytes(avail, total);

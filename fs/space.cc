@@ -19,7 +19,7 @@ uint64_t Reserve(uint64_t disk_total) { return std::min<uint64_t>(64ull << 20, d
 
 Status Filesystem::AvailableBytes(uint64_t* out) {
   uint64_t avail = 0, total = 0;
-  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &avail, &total));
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->io_dir(), &avail, &total));
   *out = WritableBytes(avail, total);
   return Status::OK();
 }
@@ -107,7 +107,7 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
 
 Status Filesystem::ReadDiskLocked() {
   uint64_t total = 0;
-  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->dir(), &meta_disk_free_, &total));
+  SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->io_dir(), &meta_disk_free_, &total));
   meta_reserve_ = Reserve(total);
   meta_checked_us_ = MonotonicMicros();
   return Status::OK();

@@ -1,5 +1,6 @@
 #include "fs/store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,17 +199,23 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }
   SEPFS_RETURN_IF_ERROR(LockStore(s->env_, dir, options.lock_wait_sec, &s->lock_));
+  s->io_dir_ = dir;
+  if (options.pin_directory) {
+    s->dir_fd_.fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (s->dir_fd_.fd < 0) return Status::FromErrno(errno, dir + ": open");
+    s->io_dir_ = "/proc/self/fd/" + std::to_string(s->dir_fd_.fd);
+  }
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
   mo.env = options.leveldb_env;
-  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(dir), mo, &s->meta_));
+  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(s->io_dir_), mo, &s->meta_));
   std::string raw;
   st = s->meta_->Get(kv::SuperKey(), &raw);
   if (st.IsNotFound()) return Status::Corruption(dir + ": superblock missing (not a sepfs store?)");
   SEPFS_RETURN_IF_ERROR(st);
   SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir + ": superblock"));
 
-  if (s->env_->Exists(VlogDir(dir)).IsNotFound()) {
+  if (s->env_->Exists(VlogDir(s->io_dir_)).IsNotFound()) {
     return Status::NotFound(VlogDir(dir) +
                             ": the segment directory is missing, so the store is incomplete "
                             "(restore it; if its data is lost for good, create it empty and run "
@@ -225,7 +232,7 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   // Binaries of an older format would take a recycled segment's header for
   // damage, so their stores never get one.
   vo.version2_headers = s->super_.version >= kv::kMetaFormatRecycledSegments;
-  SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
+  SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(s->io_dir_), &s->vlog_));
   if (!vo.version2_headers && !options.read_only && s->HoldsRecycledSegments()) {
     // Written by the binaries of 2026-11-24, which recycled files in stores
     // of format 3: such a store is of format 4 already, so say so (and let
@@ -233,10 +240,14 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
     SEPFS_RETURN_IF_ERROR(s->RaiseFormat(kv::kMetaFormatRecycledSegments));
     s->vlog_.reset();
     vo.version2_headers = true;
-    SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(dir), &s->vlog_));
+    SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(s->io_dir_), &s->vlog_));
   }
   *out = std::move(s);
   return Status::OK();
+}
+
+Store::DirFd::~DirFd() {
+  if (fd >= 0) ::close(fd);
 }
 
 bool Store::HoldsRecycledSegments() const {

@@ -53,6 +53,11 @@ struct StoreOptions {
   // /proc/self/mountinfo (then it is EBUSY naming the mount point). 0: no
   // wait (EBUSY at once). The command line tools wait kCommandLockWait.
   double lock_wait_sec = 0;
+  // Reach the store's files through a descriptor of its directory
+  // (/proc/self/fd/N/...) instead of its path: a store directory renamed
+  // while open stays the one used, and whatever takes its old path is never
+  // touched (the mount sets it; messages still name the path given).
+  bool pin_directory = false;
 };
 
 constexpr double kCommandLockWait = 60;
@@ -74,6 +79,9 @@ class Store {
   ~Store();
 
   const std::string& dir() const { return dir_; }
+  // Where its files are reached: dir(), or the pinned directory
+  // (StoreOptions::pin_directory).
+  const std::string& io_dir() const { return io_dir_; }
   const kv::Superblock& super() const { return super_; }
   kv::MetaStore* meta() const { return meta_.get(); }
   vlog::ValueLog* vlog() const { return vlog_.get(); }
@@ -85,10 +93,20 @@ class Store {
   bool HoldsRecycledSegments() const;
   // Writes the superblock with format `version`, durably, and logs it.
   Status RaiseFormat(uint32_t version);
+  // Closes the pinned directory's descriptor after everything else.
+  struct DirFd {
+    int fd = -1;
+    DirFd() = default;
+    DirFd(const DirFd&) = delete;
+    DirFd& operator=(const DirFd&) = delete;
+    ~DirFd();
+  };
   std::string dir_;
+  std::string io_dir_;
   Env* env_ = nullptr;
   kv::Superblock super_;
-  std::unique_ptr<FileLock> lock_;  // declared first: destroyed last
+  DirFd dir_fd_;                    // declared first: closed last
+  std::unique_ptr<FileLock> lock_;  // released after the stores close
   std::unique_ptr<kv::MetaStore> meta_;
   std::unique_ptr<vlog::ValueLog> vlog_;
 };

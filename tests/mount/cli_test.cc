@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -392,6 +393,31 @@ TEST_F(CliTest, MountOverAnotherSepfsMountIsRefused) {
   CmdResult s = RunSepfs({"stats", store()});
   EXPECT_EQ(s.exit_code, 0) << s.Describe();
   EXPECT_TRUE(Contains(s.out, store())) << s.Describe();
+}
+
+// A store directory renamed while mounted stays the one the daemon uses,
+// and what takes its old path is left alone. The daemon reached its files
+// by path: writes failed with ENOENT while the path was gone, and once a
+// new store was made there, segments of the mounted one went into it
+// (a helper's probe; both stores were damaged).
+TEST_F(CliTest, StoreRenamedWhileMountedStaysTheOneUsed) {
+  const std::string moved = root() + "/moved-store";
+  ASSERT_SYS_OK(::rename(store().c_str(), moved.c_str()));
+  const std::string data = RandomBytes(3 * kMiB, 11);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("after"), data));
+  ASSERT_SYS_OK(::mkdir(store().c_str(), 0700));  // something takes the old path
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("d/g"), "small"));
+  EXPECT_TRUE(SameBytes(ReadFile(P("after")), data));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  EXPECT_TRUE(std::filesystem::is_empty(store())) << "files were made at the old path";
+  ASSERT_SYS_OK(::rmdir(store().c_str()));
+  ASSERT_SYS_OK(::rename(moved.c_str(), store().c_str()));
+  CmdResult f = FsckResult();
+  EXPECT_EQ(f.exit_code, 0) << f.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("after")), data));
+  EXPECT_EQ(ReadFile(P("d/g")), "small");
 }
 
 // umount returns before the daemon has written its dirty blocks and exited.
