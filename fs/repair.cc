@@ -658,6 +658,13 @@ Status Repairer::RewriteCounters(bool asked) {
     return Status::OK();
   }
   batch_.Put(kv::CounterKey(kSegmentUsageCounter), EncodeLiveCounts(live));
+  if (!lc.consistent) {
+    // The heads may be what could not be read: the vLog's, now, at rest.
+    VlogHeads heads;
+    heads.max_segment = store_->vlog()->MaxSegmentId();
+    SEPFS_RETURN_IF_ERROR(store_->vlog()->SyncHeads(&heads.heads));
+    batch_.Put(kv::CounterKey(kVlogHeadsCounter), EncodeVlogHeads(heads));
+  }
   SEPFS_RETURN_IF_ERROR(Commit(true));
   if (differ > 0 || !lc.consistent || asked) {
     Change("rewrote the persisted live counters from a recount (" + std::to_string(differ) +

@@ -469,6 +469,33 @@ TEST_F(RepairTest, BadSegmentCountersAreRewritten) {
   EXPECT_TRUE(ReadAll(f) == Payload(7, 5 * block_size()));
 }
 
+// The vLog heads of the checkpoint unreadable: the repair writes them
+// from the vLog. It rewrote only the live counts, so every repair ended
+// with the error left ("UNCORRECTED", a helper's probe).
+TEST_F(RepairTest, UnreadableVlogHeadsAreRewritten) {
+  const uint64_t f = Create(kRoot, "f");
+  WriteFile(f, Payload(9, 5 * block_size()));
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->Put(kv::CounterKey(kVlogHeadsCounter), std::string("\x01\xff", 2));
+  });
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
+  EXPECT_NE(Changes(rep).find("rewrote the persisted live counters"), std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == Payload(9, 5 * block_size()));
+  const uint64_t g = Create(kRoot, "g");
+  WriteFile(g, Payload(10, 3 * block_size()));
+  Reopen();
+  EXPECT_TRUE(ReadAll(g) == Payload(10, 3 * block_size()));
+  CloseFs();
+  FsckReport again;
+  RunFsck(&again);
+  EXPECT_TRUE(again.errors.empty()) << again.errors.front();
+}
+
 TEST_F(RepairTest, LostPointersFixTheAllocationCount) {
   const uint64_t f = Create(kRoot, "f");
   WriteFile(f, Payload(8, 4 * block_size()));
