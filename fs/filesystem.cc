@@ -826,13 +826,19 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
     std::vector<std::string> keys;
     keys.reserve(missing.size());
     for (size_t i : missing) keys.push_back(kv::InodeKey(entries[i].ino));
-    Status decode;
     SEPFS_RETURN_IF_ERROR(meta_->MultiGetSorted(keys, [&](size_t k, const std::string* value) {
       if (!value) return;  // raced with a removal: reported without attributes
-      Status st = kv::DecodeInode(*value, &recs[missing[k] - base]);
-      if (!st.ok()) decode = st;
+      kv::InodeRecord& r = recs[missing[k] - base];
+      Status st = kv::DecodeInode(*value, &r);
+      if (!st.ok()) {
+        // Damaged: its name is listed without attributes, and only what
+        // reaches the inode (lookup, stat, open) fails.
+        std::fprintf(stderr, "sepfs: inode %llu (listed as \"%s\"): %s\n",
+                     static_cast<unsigned long long>(entries[missing[k]].ino),
+                     entries[missing[k]].name.c_str(), st.ToString().c_str());
+        r = kv::InodeRecord{};
+      }
     }));
-    SEPFS_RETURN_IF_ERROR(decode);
     for (size_t i = base; i < end; i++) {
       const DirListEntry& e = entries[i];
       kv::InodeRecord& r = recs[i - base];

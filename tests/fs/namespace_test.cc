@@ -821,5 +821,33 @@ TEST_F(NamespaceTest, CachedEntriesStayExact) {
   check(1500);
 }
 
+// A damaged inode record is that entry's failure, not the listing's: the
+// whole directory read EIO (a helper's probe).
+TEST_F(NamespaceTest, ListingSurvivesOneDamagedInode) {
+  const uint64_t d = Mkdir(kRoot, "d");
+  const uint64_t good = Create(d, "good"), bad = Create(d, "bad");
+  fs_->Forget(good, 1);
+  fs_->Forget(bad, 1);
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) { b->Put(kv::InodeKey(bad), std::string("\x02\x07", 2)); });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  kv::InodeRecord dr;
+  ASSERT_OK(fs_->Lookup(kRoot, "d", &dr));
+  std::vector<DirListEntry> list;
+  ASSERT_OK(fs_->ListDir(d, &list));
+  ASSERT_EQ(list.size(), 4u);
+  std::map<std::string, uint64_t> seen;
+  ASSERT_OK(fs_->ReadDirPlus(list, 2, [&](const DirListEntry& e, const kv::InodeRecord& r) {
+    seen[e.name] = r.ino;
+    return true;
+  }));
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen["good"], good);
+  EXPECT_EQ(seen["bad"], 0u);  // no attributes
+  kv::InodeRecord r;
+  EXPECT_FALSE(fs_->Lookup(d, "bad", &r).ok());
+  fs_->Forget(good, 1);
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing
