@@ -829,7 +829,9 @@ TEST_F(NamespaceTest, ListingSurvivesOneDamagedInode) {
   fs_->Forget(good, 1);
   fs_->Forget(bad, 1);
   CloseFs();
-  Damage([&](kv::MetaStore*, kv::Batch* b) { b->Put(kv::InodeKey(bad), std::string("\x02\x07", 2)); });
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->Put(kv::InodeKey(bad), std::string("\x02\x07", 2));  // truncated
+  });
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   kv::InodeRecord dr;
   ASSERT_OK(fs_->Lookup(kRoot, "d", &dr));
