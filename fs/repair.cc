@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -83,6 +84,10 @@ class Repairer {
   // (an inline block's data) came back as that file's data.
   Status RecoverLevelDbLogs();
   Status RepairLevelDb(const std::string& why);
+  // Runs fn with STORE/LOCK held and the options the store opens LevelDB
+  // with; `what` (and STORE/meta) is reported as progress and errors.
+  Status OnLevelDb(bool paranoid, const std::string& what,
+                   const std::function<leveldb::Status(const leveldb::Options&)>& fn);
   void Change(std::string line) {
     if (progress_ && ++changes_since_progress_ >= 10000) {
       changes_since_progress_ = 0;
@@ -146,36 +151,36 @@ Status Repairer::OpenStore() {
   return Status::OK();
 }
 
-Status Repairer::RecoverLevelDbLogs() {
+Status Repairer::OnLevelDb(bool paranoid, const std::string& what,
+                           const std::function<leveldb::Status(const leveldb::Options&)>& fn) {
   Env* env = options_.env ? options_.env : Env::Default();
   std::unique_ptr<FileLock> lock;
   SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
   std::unique_ptr<const leveldb::FilterPolicy> filter(
       leveldb::NewBloomFilterPolicy(kBloomBitsPerKey));
   leveldb::Options lo;
-  lo.paranoid_checks = false;
+  lo.paranoid_checks = paranoid;
   lo.filter_policy = filter.get();
   if (options_.leveldb_env) lo.env = options_.leveldb_env;
-  if (progress_) progress_("recovering the logs of " + MetaDir(dir_));
-  leveldb::DB* db = nullptr;
-  leveldb::Status s = leveldb::DB::Open(lo, MetaDir(dir_), &db);
-  delete db;
-  return kv::FromLevelDb(s, "leveldb recovery of " + MetaDir(dir_));
+  const std::string about = what + " " + MetaDir(dir_);
+  if (progress_) progress_(about);
+  return kv::FromLevelDb(fn(lo), about);
+}
+
+Status Repairer::RecoverLevelDbLogs() {
+  return OnLevelDb(/*paranoid=*/false, "recovering the logs of", [&](const leveldb::Options& lo) {
+    leveldb::DB* db = nullptr;
+    leveldb::Status s = leveldb::DB::Open(lo, MetaDir(dir_), &db);
+    delete db;
+    return s;
+  });
 }
 
 Status Repairer::RepairLevelDb(const std::string& why) {
-  Env* env = options_.env ? options_.env : Env::Default();
-  std::unique_ptr<FileLock> lock;
-  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
-  std::unique_ptr<const leveldb::FilterPolicy> filter(
-      leveldb::NewBloomFilterPolicy(kBloomBitsPerKey));
-  leveldb::Options lo;
-  lo.paranoid_checks = true;  // drop table blocks whose checksum fails
-  lo.filter_policy = filter.get();
-  if (options_.leveldb_env) lo.env = options_.leveldb_env;
-  if (progress_) progress_("running leveldb::RepairDB on " + MetaDir(dir_));
-  leveldb::Status s = leveldb::RepairDB(MetaDir(dir_), lo);
-  if (!s.ok()) return kv::FromLevelDb(s, "leveldb::RepairDB " + MetaDir(dir_));
+  // Paranoid: table blocks whose checksum fails are dropped.
+  SEPFS_RETURN_IF_ERROR(OnLevelDb(
+      /*paranoid=*/true, "running leveldb::RepairDB on",
+      [&](const leveldb::Options& lo) { return leveldb::RepairDB(MetaDir(dir_), lo); }));
   rep_->leveldb_repaired = true;
   Change("metadata store " + MetaDir(dir_) + ": " + why +
          "; rebuilt it with leveldb::RepairDB (keys in damaged blocks are lost, damaged files "
