@@ -204,6 +204,7 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
     s->dir_fd_.fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (s->dir_fd_.fd < 0) return Status::FromErrno(errno, dir + ": open");
     s->io_dir_ = "/proc/self/fd/" + std::to_string(s->dir_fd_.fd);
+    if (!LooksLikeStore(s->env_, s->io_dir_)) s->io_dir_ = dir;  // no /proc: by path
   }
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
