@@ -256,7 +256,9 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     std::fprintf(stderr, "sepfs: closing %s: %s\n", req.store.c_str(), st.ToString().c_str());
     return 1;
   }
-  return rc == 0 ? 0 : 1;
+  // The loop returns the number of a signal that ended it (SIGTERM, SIGINT,
+  // SIGHUP: a requested stop, done cleanly), or -errno.
+  return rc < 0 ? 1 : 0;
 }
 
 // glibc gives threads up to 8 malloc arenas per CPU, and each keeps the

@@ -420,6 +420,22 @@ TEST_F(CliTest, StoreRenamedWhileMountedStaysTheOneUsed) {
   EXPECT_EQ(ReadFile(P("d/g")), "small");
 }
 
+// A foreground daemon stopped by a signal unmounts, writes everything and
+// exits with 0 (it exited with 1: a helper's probe).
+TEST_F(CliTest, SignalsStopAForegroundDaemonCleanly) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    const std::string name = "f" + std::to_string(sig), data = RandomBytes(300000, sig);
+    ASSERT_NO_FATAL_FAILURE(WriteFile(P(name), data));
+    const int status = SignalDaemon(sig);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << strsignal(sig) << ": wait status " << status << "\n" << DaemonLog();
+    EXPECT_FALSE(IsMountpoint(mnt()));
+    ASSERT_NO_FATAL_FAILURE(Fsck());
+    ASSERT_NO_FATAL_FAILURE(Mount());
+    EXPECT_TRUE(SameBytes(ReadFile(P(name)), data)) << strsignal(sig);
+  }
+}
+
 // umount returns before the daemon has written its dirty blocks and exited.
 // A command that finds the store locked while no mount serves it waits for
 // the lock (here held by the test, as such a daemon would), and says so.

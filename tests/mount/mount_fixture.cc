@@ -661,6 +661,25 @@ void MountFixture::KillDaemon() {
   ASSERT_FALSE(IsMountpoint(mnt_)) << "dead mount still attached at " << mnt_;
 }
 
+int MountFixture::SignalDaemon(int sig) {
+  const pid_t pid = daemon_pid_.load();
+  if (pid <= 0) {
+    ADD_FAILURE() << "SignalDaemon() without a running daemon";
+    return -1;
+  }
+  if (::kill(pid, sig) != 0) {
+    ADD_FAILURE() << "kill: " << strerror(errno);
+    return -1;
+  }
+  const int status = WaitDaemon(120);
+  if (status < 0) {
+    KillDaemon();
+    return -1;
+  }
+  DetachMount();
+  return status;
+}
+
 void MountFixture::DetachMount() {
   if (!IsMountpoint(mnt_)) return;
   if (::umount2(mnt_.c_str(), MNT_DETACH) != 0) {

@@ -212,6 +212,10 @@ class MountFixture : public ::testing::Test {
   void Remount();
   // SIGKILLs the daemon, reaps it and detaches the dead mount.
   void KillDaemon();
+  // Sends sig to the daemon and returns its wait status once it exited
+  // (-1 if it did not within 120 s: then it is killed); detaches a mount
+  // it left behind.
+  int SignalDaemon(int sig);
   // `sepfs fsck STORE`, expecting exit status 0.
   void Fsck();
   CmdResult FsckResult(const std::vector<std::string>& extra = {});
