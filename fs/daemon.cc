@@ -26,15 +26,6 @@ namespace sepfs::fs {
 
 namespace {
 
-std::string RealPath(const std::string& path) {
-  std::string out = path;
-  if (char* p = ::realpath(path.c_str(), nullptr)) {
-    out = p;
-    std::free(p);
-  }
-  return out;
-}
-
 // An existing empty directory, outside the store and not where a sepfs
 // mount already is; *dev: its device (the file system below the mount to
 // come).
@@ -43,21 +34,16 @@ Status CheckMountpoint(const std::string& mnt, const std::string& store, dev_t* 
   if (::stat(mnt.c_str(), &st) != 0) return Status::FromErrno(errno, mnt + ": mountpoint");
   if (!S_ISDIR(st.st_mode)) return Status::FromErrno(ENOTDIR, mnt + ": mountpoint");
   *dev = st.st_dev;
-  const std::string real_mnt = RealPath(mnt), real_store = RealPath(store);
+  const std::string real_mnt = ResolvedPath(mnt), real_store = ResolvedPath(store);
   if (real_mnt == real_store || real_mnt.starts_with(real_store + "/")) {
     // The daemon's own files would then be reached through the mount it serves.
     return Status::InvalidArgument(mnt + ": the mountpoint is inside the store " + store);
   }
-  std::vector<MountInfo> mounts;
-  if (ReadMountInfo(&mounts).ok()) {
-    for (const MountInfo& m : mounts) {
-      // Stacked, it would hide that mount, and `sepfs stats`/`gc` of either
-      // store would reach the top one.
-      if (m.point == real_mnt && m.fstype == "fuse.sepfs") {
-        return Status::FromErrno(EBUSY, mnt + ": a sepfs store (" + m.source +
-                                            ") is mounted there already");
-      }
-    }
+  // Stacked, it would hide that mount, and `sepfs stats`/`gc` of either
+  // store would reach the top one.
+  if (MountInfo m; SepfsMountAt(real_mnt, &m)) {
+    return Status::FromErrno(EBUSY, mnt + ": a sepfs store (" + m.source +
+                                        ") is mounted there already");
   }
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(mnt.c_str()), ::closedir);
   if (!d) return Status::FromErrno(errno, mnt + ": mountpoint");
@@ -206,7 +192,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   }
   // Resolved before the mount: afterwards resolving it would ask this daemon,
   // which does not serve yet, for the root's attributes.
-  const std::string real_mountpoint = RealPath(req.mountpoint);
+  const std::string real_mountpoint = ResolvedPath(req.mountpoint);
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
     std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
                  req.store.c_str(), req.mountpoint.c_str());

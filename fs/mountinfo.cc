@@ -1,6 +1,7 @@
 #include "fs/mountinfo.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -50,6 +51,27 @@ Status ReadMountInfo(std::vector<MountInfo>* out) {
     if (ParseMountInfoLine(line, &m)) out->push_back(std::move(m));
   }
   return Status::OK();
+}
+
+std::string ResolvedPath(const std::string& path) {
+  std::string out = path;
+  if (char* p = ::realpath(path.c_str(), nullptr)) {
+    out = p;
+    std::free(p);
+  }
+  return out;
+}
+
+bool SepfsMountAt(const std::string& point, MountInfo* out) {
+  std::vector<MountInfo> mounts;
+  if (!ReadMountInfo(&mounts).ok()) return false;
+  for (const MountInfo& m : mounts) {
+    if (m.point == point && m.fstype == "fuse.sepfs") {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace sepfs::fs

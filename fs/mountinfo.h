@@ -20,6 +20,14 @@ struct MountInfo {
 // All mounts, in mountinfo order (later entries stack on earlier ones).
 [[nodiscard]] Status ReadMountInfo(std::vector<MountInfo>* out);
 
+// path made absolute and without symlinks (realpath), as mountinfo names
+// mount points; path itself if that fails.
+std::string ResolvedPath(const std::string& path);
+
+// The sepfs mount (type fuse.sepfs) whose mount point is `point`, a
+// resolved path; false if there is none this process can see.
+bool SepfsMountAt(const std::string& point, MountInfo* out);
+
 // Parses one mountinfo line; false if it lacks a field.
 bool ParseMountInfoLine(const std::string& line, MountInfo* out);
 

@@ -23,6 +23,7 @@
 #include "fs/file_limit.h"
 #include "fs/filesystem.h"
 #include "fs/fsck.h"
+#include "fs/mountinfo.h"
 #include "fs/repair.h"
 #include "fs/store.h"
 #include "kvstore/records.h"
@@ -143,12 +144,6 @@ int Fail(const std::string& msg, const char* usage = nullptr) {
   return 1;
 }
 
-std::string Absolute(const std::string& path) {
-  char buf[PATH_MAX];
-  if (::realpath(path.c_str(), buf)) return buf;
-  return path;
-}
-
 int CmdMkfs(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kMkfsUsage, stdout), 0;
   fs::MkfsOptions o;
@@ -233,8 +228,8 @@ int CmdMount(const std::vector<std::string>& args) {
     }
   }
   if (pos.size() != 2) return Fail("need STORE and MOUNTPOINT", kMountUsage);
-  req.store = Absolute(pos[0]);
-  req.mountpoint = Absolute(pos[1]);
+  req.store = fs::ResolvedPath(pos[0]);
+  req.mountpoint = fs::ResolvedPath(pos[1]);
   return fs::Mount(req);
 }
 
@@ -294,6 +289,13 @@ int CmdFsck(const std::vector<std::string>& args) {
   if (repair && check_only) {
     std::fprintf(stderr, "sepfs fsck: -n (change nothing) and a repair option contradict\n%s",
                  kFsckUsage);
+    return kFsckUsageError;
+  }
+  if (fs::MountInfo m; fs::SepfsMountAt(fs::ResolvedPath(store), &m)) {
+    std::fprintf(stderr,
+                 "sepfs fsck: %s is where the store %s is mounted; fsck checks a store "
+                 "directory that is not mounted (umount %s, then sepfs fsck %s)\n",
+                 store.c_str(), m.source.c_str(), store.c_str(), m.source.c_str());
     return kFsckUsageError;
   }
   auto progress = [](const std::string& line) {

@@ -370,6 +370,10 @@ TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   // Neither may fsck or mkfs touch it while mounted.
   CmdResult f = FsckResult();
   EXPECT_EQ(f.exit_code, 8) << f.Describe();
+  // fsck of the mount point names the store (it said "not a sepfs store").
+  f = RunSepfs({"fsck", mnt()});
+  EXPECT_EQ(f.exit_code, 16) << f.Describe();
+  EXPECT_TRUE(Contains(f.err, "is where the store " + store() + " is mounted")) << f.Describe();
   CmdResult m = RunSepfs({"mkfs", "--force", store()});
   EXPECT_NE(m.exit_code, 0) << m.Describe();
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
