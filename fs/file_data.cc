@@ -226,7 +226,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
                  static_cast<unsigned long long>(ino), st.ToString().c_str());
     // The file is what is stored: a size that only the dropped bytes
     // reached would read as zeros, and the next batch would store it.
-    if (S_ISREG(in->rec.mode)) in->rec.size = std::min(in->rec.size, in->stored_size);
+    in->rec = in->Stored(in->rec);
   } else {
     in->rec = r;
     in->stored_size = r.size;

@@ -43,6 +43,13 @@ Status CheckNamespace(uint64_t ino, std::string_view name) {
   return Status::FromErrno(EOPNOTSUPP, "xattr namespace not supported (user, trusted, security)");
 }
 
+// The error for a name ino does not have: ENODATA, or the namespace's
+// refusal when sepfs would not store that name.
+Status Missing(uint64_t ino, std::string_view name) {
+  Status ns = CheckNamespace(ino, name);
+  return ns.ok() ? Status::FromErrno(ENODATA, "no such xattr") : ns;
+}
+
 }  // namespace
 
 Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_view value,
@@ -110,10 +117,7 @@ Status Filesystem::GetXattr(uint64_t ino, std::string_view name, std::string* va
     return Status::OK();
   }
   Status st = meta_->Get(kv::XattrKey(ino, name), value);
-  if (st.IsNotFound()) {
-    Status ns = CheckNamespace(ino, name);
-    return ns.ok() ? Status::FromErrno(ENODATA, "no such xattr") : ns;
-  }
+  if (st.IsNotFound()) return Missing(ino, name);
   return st;
 }
 
@@ -162,10 +166,7 @@ Status Filesystem::RemoveXattr(uint64_t ino, std::string_view name) {
   std::lock_guard<std::mutex> il(in->mu);
   std::string old;
   Status st = meta_->Get(kv::XattrKey(ino, name), &old);
-  if (st.IsNotFound()) {
-    Status ns = CheckNamespace(ino, name);
-    return ns.ok() ? Status::FromErrno(ENODATA, "no such xattr") : ns;
-  }
+  if (st.IsNotFound()) return Missing(ino, name);
   SEPFS_RETURN_IF_ERROR(st);
   kv::InodeRecord r = in->rec;
   r.ctime = Now();

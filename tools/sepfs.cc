@@ -1,7 +1,6 @@
 // sepfs: the command-line tool. mkfs, mount, fsck and stats of a store.
 // Installed also as mkfs.sepfs and fsck.sepfs (dispatched on argv[0]), and
 // callable as `sepfs STORE MOUNTPOINT -o OPTS` by the fuse3 mount helper.
-#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
