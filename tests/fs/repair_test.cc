@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -75,6 +76,24 @@ class RepairTest : public FsTest {
   void WriteFile(uint64_t ino, const std::string& data) {
     ASSERT_OK(fs_->Write(ino, 0, data));
     ASSERT_OK(fs_->Fsync(ino, false));
+  }
+
+  // A file written, the store closed and its segment counters damaged:
+  // the check before the repair finds them wrong, the repair rewrites them
+  // from a recount, and the file reads back (the Filesystem is open after).
+  void ExpectCountersRewritten(const std::function<void(kv::MetaStore*, kv::Batch*)>& damage) {
+    const uint64_t f = Create(kRoot, "f");
+    const std::string data = Payload(7, 5 * block_size());
+    WriteFile(f, data);
+    CloseFs();
+    Damage(damage);
+    RepairReport rep;
+    RepairClean(&rep);
+    EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
+    EXPECT_NE(Changes(rep).find("rewrote the persisted live counters"), std::string::npos)
+        << Changes(rep);
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    EXPECT_TRUE(ReadAll(f) == data);
   }
 };
 
@@ -443,10 +462,7 @@ TEST_F(RepairTest, OrphansAreReclaimed) {
 }
 
 TEST_F(RepairTest, BadSegmentCountersAreRewritten) {
-  const uint64_t f = Create(kRoot, "f");
-  WriteFile(f, Payload(7, 5 * block_size()));
-  CloseFs();
-  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+  ASSERT_NO_FATAL_FAILURE(ExpectCountersRewritten([&](kv::MetaStore* meta, kv::Batch* b) {
     std::string raw;
     ASSERT_OK(meta->Get(kv::CounterKey(kSegmentUsageCounter), &raw));
     std::vector<std::pair<uint32_t, uint64_t>> segs;
@@ -459,33 +475,17 @@ TEST_F(RepairTest, BadSegmentCountersAreRewritten) {
       bad.push_back(s);
     }
     b->Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage(bad));
-  });
-  RepairReport rep;
-  RepairClean(&rep);
-  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
-  EXPECT_NE(Changes(rep).find("rewrote the persisted live counters"), std::string::npos)
-      << Changes(rep);
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-  EXPECT_TRUE(ReadAll(f) == Payload(7, 5 * block_size()));
+  }));
 }
 
 // The vLog heads of the checkpoint unreadable: the repair writes them
 // from the vLog. It rewrote only the live counts, so every repair ended
 // with the error left ("UNCORRECTED", a helper's probe).
 TEST_F(RepairTest, UnreadableVlogHeadsAreRewritten) {
-  const uint64_t f = Create(kRoot, "f");
-  WriteFile(f, Payload(9, 5 * block_size()));
-  CloseFs();
-  Damage([&](kv::MetaStore*, kv::Batch* b) {
+  ASSERT_NO_FATAL_FAILURE(ExpectCountersRewritten([&](kv::MetaStore*, kv::Batch* b) {
     b->Put(kv::CounterKey(kVlogHeadsCounter), std::string("\x01\xff", 2));
-  });
-  RepairReport rep;
-  RepairClean(&rep);
-  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentCounters));
-  EXPECT_NE(Changes(rep).find("rewrote the persisted live counters"), std::string::npos)
-      << Changes(rep);
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-  EXPECT_TRUE(ReadAll(f) == Payload(9, 5 * block_size()));
+  }));
+  // The store goes on from the rewritten checkpoint.
   const uint64_t g = Create(kRoot, "g");
   WriteFile(g, Payload(10, 3 * block_size()));
   Reopen();
