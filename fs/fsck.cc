@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "fs/inode.h"
+#include "fs/superblock_copy.h"
 #include "kvstore/ino_alloc.h"
 
 namespace sepfs::fs {
@@ -71,6 +72,15 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
     }
     return st;
   };
+
+  kv::Superblock copy;
+  if (Status cs = ReadSuperblockCopy(store->env(), store->io_dir(), &copy);
+      !cs.ok() || !(copy == store->super())) {
+    add({FsckKind::kSuperblockCopy, false, 0, 0, 0, "",
+         (cs.ok() ? SuperblockCopyPath(store->dir()) + ": differs from the superblock record"
+                  : cs.ToString()) +
+             " (the next mount or sepfs fsck --repair writes it)"});
+  }
 
   // Pass 1: inodes.
   uint64_t max_ino = 0;

@@ -8,7 +8,8 @@
 // link counts (files: entries naming them; directories: 2 + subdirectories);
 // xattrs and symlink targets belong to existing inodes; the inode-number
 // counter is above every inode; no segment has a damaged header; and, after
-// a clean unmount, the persisted per-segment live counters equal a recount.
+// a clean unmount, the persisted per-segment live counters equal a recount;
+// and that the superblock's copy (fs/superblock_copy.h) matches the record.
 // Corruption reported by LevelDB while scanning is a finding too (the scan
 // goes on past the damaged block), not an operational error.
 //
@@ -59,6 +60,8 @@ enum class FsckKind {
   kSymlinkSize,          // ino; value: the target's length
   kSegmentDamaged,       // value: segment id (bad header)
   kSegmentCounters,      // persisted live counters differ from the recount
+  kSuperblockCopy,       // STORE/superblock missing, damaged or out of date (a
+                         // note: a store opened for writing rewrites it)
 };
 
 struct FsckFinding {

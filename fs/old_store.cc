@@ -35,7 +35,9 @@ bool IsVlogFileName(std::string_view n) {
   return vlog::ParseSegmentFileName(n, &id) || vlog::ParseFreeFileName(n, &id);
 }
 
-bool IsTopFileName(std::string_view n) { return n == "LOCK" || n == "sepfs.log"; }
+bool IsTopFileName(std::string_view n) {
+  return n == "LOCK" || n == "sepfs.log" || n == "superblock" || n == "superblock.tmp";
+}
 
 Status NotAStore(const std::string& dir, const std::string& what) {
   return Status::FromErrno(EEXIST, dir + ": directory is not empty ('" + what +

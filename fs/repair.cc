@@ -10,6 +10,8 @@
 
 #include "fs/clock.h"
 #include "fs/inode.h"
+#include "fs/superblock_copy.h"
+#include "fs/superblock_guess.h"
 #include "kvstore/ino_alloc.h"
 #include "kvstore/leveldb_status.h"
 #include "leveldb/db.h"
@@ -84,6 +86,12 @@ class Repairer {
   // (an inline block's data) came back as that file's data.
   Status RecoverLevelDbLogs();
   Status RepairLevelDb(const std::string& why);
+  // A superblock record that is missing or does not decode is written from
+  // STORE/superblock, or else from GuessSuperblock. Nothing happens when
+  // LevelDB does not open (its own recovery comes first), when the record
+  // decodes, or when it is of a newer format; nor when nothing suggests a
+  // sepfs store (no copy and no root directory).
+  Status MendSuperblock();
   // Runs fn with STORE/LOCK held and the options the store opens LevelDB
   // with; `what` (and STORE/meta) is reported as progress and errors.
   Status OnLevelDb(bool paranoid, const std::string& what,
@@ -131,23 +139,69 @@ class Repairer {
 Status Repairer::OpenStore() {
   store_.reset();
   meta_ = nullptr;
+  SEPFS_RETURN_IF_ERROR(MendSuperblock());
   Status st = Store::Open(dir_, options_, &store_);
   if (st.IsCorruption() && !rep_->leveldb_repaired) {
     FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, "", "store: " + st.ToString()};
     rep_->before.errors.push_back(f.message);
     rep_->before.findings.push_back(std::move(f));
-    if (RecoverLevelDbLogs().ok()) st = Store::Open(dir_, options_, &store_);
+    if (RecoverLevelDbLogs().ok()) {
+      SEPFS_RETURN_IF_ERROR(MendSuperblock());
+      st = Store::Open(dir_, options_, &store_);
+    }
     if (st.ok()) {
       Change("metadata store " + MetaDir(dir_) + ": opening it failed (" +
              rep_->before.errors.back() + "); recovered its logs dropping the records " +
              "whose checksum failed");
     } else {
       SEPFS_RETURN_IF_ERROR(RepairLevelDb("opening it failed (" + st.ToString() + ")"));
+      SEPFS_RETURN_IF_ERROR(MendSuperblock());
       st = Store::Open(dir_, options_, &store_);
     }
   }
   SEPFS_RETURN_IF_ERROR(st);
   meta_ = store_->meta();
+  if (store_->superblock_copy_written()) {
+    Change("superblock copy " + SuperblockCopyPath(dir_) +
+           ": it was missing, damaged or out of date; wrote it from the superblock record");
+  }
+  return Status::OK();
+}
+
+Status Repairer::MendSuperblock() {
+  Env* env = options_.env ? options_.env : Env::Default();
+  std::unique_ptr<FileLock> lock;
+  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
+  kv::MetaOptions mo;
+  mo.env = options_.leveldb_env;
+  std::unique_ptr<kv::MetaStore> meta;
+  if (!kv::MetaStore::Open(MetaDir(dir_), mo, &meta).ok()) return Status::OK();
+  std::string raw;
+  kv::Superblock sb;
+  Status st = meta->Get(kv::SuperKey(), &raw);
+  if (st.ok()) st = kv::DecodeSuperblock(raw, &sb);
+  if (st.ok() || st.err() == EPROTONOSUPPORT) return Status::OK();
+  if (!st.IsNotFound() && !st.IsCorruption()) return st;
+  const std::string damage = st.IsNotFound() ? "the record is missing" : st.ToString();
+  std::string line;
+  Status copy = ReadSuperblockCopy(env, dir_, &sb);
+  if (copy.ok()) {
+    line = "superblock: " + damage + "; restored it from " + SuperblockCopyPath(dir_);
+  } else {
+    std::string how;
+    Status guess = GuessSuperblock(env, dir_, meta.get(), &sb, &how);
+    if (guess.IsNotFound()) return Status::OK();  // Store::Open says what it is not
+    SEPFS_RETURN_IF_ERROR(guess);
+    line = "superblock: " + damage + ", and " + copy.ToString() +
+           "; rebuilt it from the store's records: " + how;
+  }
+  FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, kv::SuperKey(), "superblock: " + damage};
+  rep_->before.errors.push_back(f.message);
+  rep_->before.findings.push_back(std::move(f));
+  kv::Batch b;
+  b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
+  SEPFS_RETURN_IF_ERROR(meta->Write(&b, /*sync=*/true));
+  Change(std::move(line));
   return Status::OK();
 }
 

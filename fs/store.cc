@@ -14,6 +14,7 @@
 #include "fs/live_journal.h"
 #include "fs/mountinfo.h"
 #include "fs/old_store.h"
+#include "fs/superblock_copy.h"
 
 namespace sepfs::fs {
 
@@ -86,7 +87,9 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
   }
 }
 
-std::string RandomUuid() {
+}  // namespace
+
+std::string NewStoreUuid() {
   std::random_device rd;
   std::string out;
   const char* hex = "0123456789abcdef";
@@ -97,6 +100,8 @@ std::string RandomUuid() {
   }
   return out;
 }
+
+namespace {
 
 Status CheckMkfsOptions(const std::string& dir, const MkfsOptions& o) {
   if (!kv::ValidBlockSize(o.block_size)) {
@@ -156,7 +161,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   sb.capacity = options.capacity;
   sb.inline_max = options.inline_max.value_or(kv::DefaultInlineMax(options.block_size));
   sb.created = Now().sec;
-  sb.uuid = RandomUuid();
+  sb.uuid = NewStoreUuid();
 
   kv::InodeRecord root;
   root.ino = 1;
@@ -175,6 +180,7 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   b.Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage({}));
   b.Put(kv::CounterKey(kVlogHeadsCounter), EncodeVlogHeads(VlogHeads{}));
   SEPFS_RETURN_IF_ERROR(meta->Write(&b, /*sync=*/true));
+  SEPFS_RETURN_IF_ERROR(WriteSuperblockCopy(env, dir, sb));
   return env->SyncDir(dir);
 }
 
@@ -214,7 +220,8 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   st = s->meta_->Get(kv::SuperKey(), &raw);
   if (st.IsNotFound()) return Status::Corruption(dir + ": superblock missing (not a sepfs store?)");
   SEPFS_RETURN_IF_ERROR(st);
-  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir + ": superblock"));
+  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir));
+  if (!options.read_only) s->KeepSuperblockCopy();
 
   if (s->env_->Exists(VlogDir(s->io_dir_)).IsNotFound()) {
     return Status::NotFound(VlogDir(dir) +
@@ -266,11 +273,24 @@ Status Store::RaiseFormat(uint32_t version) {
   b.Put(kv::SuperKey(), kv::EncodeSuperblock(sb));
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true).WithContext(dir_ + ": raising the format"));
   super_ = sb;
+  KeepSuperblockCopy();
   std::fprintf(stderr,
                "sepfs: %s: store format raised from %u to %u: it holds recycled vLog segment "
                "files, which sepfs binaries of format %u would take for damaged ones\n",
                dir_.c_str(), from, version, from);
   return Status::OK();
+}
+
+void Store::KeepSuperblockCopy() {
+  kv::Superblock copy;
+  if (ReadSuperblockCopy(env_, io_dir_, &copy).ok() && copy == super_) return;
+  Status st = WriteSuperblockCopy(env_, io_dir_, super_);
+  if (st.ok()) {
+    superblock_copy_written_ = true;
+  } else {  // the record still holds it: the store works, repair just has no copy
+    std::fprintf(stderr, "sepfs: %s: cannot write the superblock copy: %s\n", dir_.c_str(),
+                 st.ToString().c_str());
+  }
 }
 
 Store::~Store() {

@@ -3,6 +3,7 @@
 //   LOCK   flock'ed while the store is in use (mount, fsck, gc)
 //   meta/  the metadata LSM (LevelDB)
 //   vlog/  value-log segments
+//   superblock  a copy of the superblock record (fs/superblock_copy.h)
 // Everything is created owner-only (0700 / 0600) whatever the umask.
 #pragma once
 
@@ -86,6 +87,8 @@ class Store {
   kv::MetaStore* meta() const { return meta_.get(); }
   vlog::ValueLog* vlog() const { return vlog_.get(); }
   Env* env() const { return env_; }
+  // Open wrote STORE/superblock: it was missing, damaged or out of date.
+  bool superblock_copy_written() const { return superblock_copy_written_; }
 
  private:
   Store() = default;
@@ -93,6 +96,9 @@ class Store {
   bool HoldsRecycledSegments() const;
   // Writes the superblock with format `version`, durably, and logs it.
   Status RaiseFormat(uint32_t version);
+  // Writes STORE/superblock unless it already holds super_; a failure is
+  // logged, not returned (the record is what opens the store).
+  void KeepSuperblockCopy();
   // Closes the pinned directory's descriptor after everything else.
   struct DirFd {
     int fd = -1;
@@ -105,6 +111,7 @@ class Store {
   std::string io_dir_;
   Env* env_ = nullptr;
   kv::Superblock super_;
+  bool superblock_copy_written_ = false;
   DirFd dir_fd_;                    // declared first: closed last
   std::unique_ptr<FileLock> lock_;  // released after the stores close
   std::unique_ptr<kv::MetaStore> meta_;
@@ -114,6 +121,8 @@ class Store {
 std::string MetaDir(const std::string& store);
 std::string VlogDir(const std::string& store);
 std::string LockPath(const std::string& store);
+// 16 random bytes in hex: the uuid of a new store.
+std::string NewStoreUuid();
 // True when dir looks like a store (has meta/CURRENT).
 bool LooksLikeStore(Env* env, const std::string& dir);
 

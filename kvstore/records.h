@@ -128,6 +128,7 @@ struct Superblock {
   int64_t created = 0;               // seconds since the epoch
   std::string uuid;                  // 16 random bytes, hex
   uint32_t inline_max = 0;           // blocks up to this size are stored inline (version 3+)
+  bool operator==(const Superblock&) const = default;
 };
 std::string EncodeSuperblock(const Superblock& s);
 // Rejects a wrong magic with Corruption and a newer version with

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/superblock_copy.h"
 #include "fs_test_util.h"
 
 namespace sepfs::fs::testing {
@@ -578,6 +579,115 @@ TEST_F(RepairTest, DamagedSegmentIsDeletedAfterItsBadRecords) {
   EXPECT_NE(::access(SegmentPath(seg).c_str(), F_OK), 0);
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   EXPECT_TRUE(ReadAll(f) == std::string(2 * block_size(), '\0'));
+}
+
+// A damaged superblock record made the whole store unmountable while every
+// other record was intact (a helper's probe: bad magic, bad block size,
+// deleted). The repair writes it back from STORE/superblock, exactly: this
+// store's 4 MiB segments would be guessed as 64 MiB.
+TEST_F(RepairTest, DamagedSuperblockIsRestoredFromItsCopy) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(12, 3 * block_size() + 100);
+  WriteFile(f, data);
+  CloseFs();
+  kv::Superblock want;
+  {
+    auto opened = OpenStore();
+    ASSERT_TRUE(opened);
+    want = opened->super();
+  }
+  Damage([](kv::MetaStore*, kv::Batch* b) { b->Put(kv::SuperKey(), "not a superblock"); });
+  std::unique_ptr<Store> s;
+  EXPECT_TRUE(Store::Open(store_dir_, StoreOptions{}, &s).IsCorruption());
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("restored it from " + SuperblockCopyPath(store_dir_)),
+            std::string::npos)
+      << Changes(rep);
+  auto opened = OpenStore();
+  ASSERT_TRUE(opened);
+  EXPECT_TRUE(opened->super() == want);
+  opened.reset();
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == data);
+}
+
+// STORE/superblock is checked by fsck, which changes nothing, and written
+// by the next open for writing (stores made before it existed have none).
+TEST_F(RepairTest, SuperblockCopyIsCheckedAndRewritten) {
+  CloseFs();
+  kv::Superblock copy;
+  ASSERT_OK(ReadSuperblockCopy(Env::Default(), store_dir_, &copy));  // mkfs wrote it
+  const std::string path = SuperblockCopyPath(store_dir_);
+  auto open_writes_copy = [&] {
+    auto s = OpenStore();
+    return s && s->superblock_copy_written();
+  };
+  for (bool damaged : {false, true}) {
+    if (damaged) {
+      ASSERT_OK(WriteSuperblockCopy(Env::Default(), store_dir_, copy));
+      FlipByte(path, 12);
+    } else {
+      ASSERT_EQ(::unlink(path.c_str()), 0);
+    }
+    StoreOptions ro;
+    ro.read_only = true;
+    std::unique_ptr<Store> store;
+    ASSERT_OK(Store::Open(store_dir_, ro, &store));
+    FsckReport rep;
+    ASSERT_OK(Fsck(store.get(), &rep, nullptr));
+    EXPECT_TRUE(HasKind(rep, FsckKind::kSuperblockCopy)) << damaged;
+    EXPECT_TRUE(rep.errors.empty());
+    EXPECT_FALSE(store->superblock_copy_written());
+    store.reset();
+    kv::Superblock now;
+    EXPECT_FALSE(ReadSuperblockCopy(Env::Default(), store_dir_, &now).ok()) << damaged;
+    EXPECT_TRUE(open_writes_copy());
+    ASSERT_OK(ReadSuperblockCopy(Env::Default(), store_dir_, &now));
+    EXPECT_TRUE(now == copy);
+    EXPECT_FALSE(open_writes_copy());
+  }
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+}
+
+// Blocks of 16 KiB: a guess that fell back to the default would misplace
+// every block past the first.
+class SmallBlockRepairTest : public RepairTest {
+ protected:
+  uint32_t block_size() const override { return 16 * 1024; }
+};
+
+// With the record and its copy both lost, the repair rebuilds the
+// superblock from the records: the block size from the block values, and
+// every file reads back.
+TEST_F(SmallBlockRepairTest, LostSuperblockWithoutCopyIsRebuiltFromTheRecords) {
+  const uint64_t big = Create(kRoot, "big"), small = Create(kRoot, "small");
+  const std::string big_data = Payload(13, 5 * block_size() + 777);
+  const std::string small_data = Payload(14, 1000);  // inline
+  WriteFile(big, big_data);
+  WriteFile(small, small_data);
+  CloseFs();
+  Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::SuperKey()); });
+  ASSERT_EQ(::unlink(SuperblockCopyPath(store_dir_).c_str()), 0);
+  std::unique_ptr<Store> s;
+  EXPECT_FALSE(Store::Open(store_dir_, StoreOptions{}, &s).ok());
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("rebuilt it from the store's records: block size 16 KiB"),
+            std::string::npos)
+      << Changes(rep);
+  EXPECT_NE(Changes(rep).find("wrote it from the superblock record"), std::string::npos)
+      << Changes(rep);
+  auto opened = OpenStore();
+  ASSERT_TRUE(opened);
+  const kv::Superblock sb = opened->super();
+  opened.reset();
+  EXPECT_EQ(sb.block_size, 16u * 1024);
+  EXPECT_EQ(sb.segment_size, 64ull << 20);
+  EXPECT_EQ(sb.capacity, 0u);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(big) == big_data);
+  EXPECT_TRUE(ReadAll(small) == small_data);
 }
 
 }  // namespace
