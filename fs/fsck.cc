@@ -31,6 +31,9 @@ struct InodeInfo {
 
 std::string Ino(uint64_t ino) { return "inode " + std::to_string(ino); }
 
+Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
+             const FsckProgress& progress);
+
 }  // namespace
 
 Status Fsck(Store* store, FsckReport* rep, const FsckProgress& progress) {
@@ -39,6 +42,21 @@ Status Fsck(Store* store, FsckReport* rep, const FsckProgress& progress) {
 
 Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
             const FsckProgress& progress) {
+  Status st = Check(store, options, rep, progress);
+  if (!st.IsCorruption()) return st;
+  // A read that met damage outside a scan (a counter, a truncated table):
+  // the check cannot go on, and the damage is a finding for repair.
+  FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, "",
+                "metadata store: " + st.ToString() + " (the check stopped there)"};
+  rep->errors.push_back(f.message);
+  rep->findings.push_back(std::move(f));
+  return Status::OK();
+}
+
+namespace {
+
+Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
+             const FsckProgress& progress) {
   kv::MetaStore* meta = store->meta();
   vlog::ValueLog* vlog = store->vlog();
   const uint32_t bs = store->super().block_size;
@@ -450,5 +468,7 @@ Status Fsck(Store* store, const FsckOptions& options, FsckReport* rep,
   }
   return Status::OK();
 }
+
+}  // namespace
 
 }  // namespace sepfs::fs

@@ -95,7 +95,8 @@ struct FsckOptions {
 // Progress callback: a short line now and then on large stores.
 using FsckProgress = std::function<void(const std::string&)>;
 
-// Non-OK only for operational errors (I/O errors other than corruption).
+// Non-OK only for operational errors (I/O errors other than corruption):
+// corruption that stops the check is a kMetaCorrupt finding.
 Status Fsck(Store* store, FsckReport* report, const FsckProgress& progress);
 Status Fsck(Store* store, const FsckOptions& options, FsckReport* report,
             const FsckProgress& progress);

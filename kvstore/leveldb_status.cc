@@ -28,6 +28,14 @@ int ErrnoFromMessage(std::string_view msg) {
   return EIO;
 }
 
+// LevelDB's mmap table reader reports a read past a table's end as EINVAL:
+// the table is shorter than its MANIFEST entry says (truncated), which is
+// damage like a bad checksum, for repair to act on.
+bool IsTruncatedTable(std::string_view text) {
+  return Contains(text, std::strerror(EINVAL)) &&
+         (Contains(text, ".ldb") || Contains(text, ".sst"));
+}
+
 }  // namespace
 
 Status FromLevelDb(const leveldb::Status& s, std::string_view context) {
@@ -38,6 +46,7 @@ Status FromLevelDb(const leveldb::Status& s, std::string_view context) {
   msg += text;
   if (s.IsNotFound()) return Status::NotFound(msg);
   if (s.IsCorruption()) return Status::Corruption(msg);
+  if (s.IsIOError() && IsTruncatedTable(text)) return Status::Corruption(msg + " (truncated table)");
   if (s.IsNotSupportedError()) return Status::FromErrno(EOPNOTSUPP, msg);
   if (s.IsInvalidArgument()) {
     if (Contains(text, "does not exist")) return Status::FromErrno(ENOENT, msg);

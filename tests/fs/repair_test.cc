@@ -690,5 +690,40 @@ TEST_F(SmallBlockRepairTest, LostSuperblockWithoutCopyIsRebuiltFromTheRecords) {
   EXPECT_TRUE(ReadAll(small) == small_data);
 }
 
+// A LevelDB table cut short (its index is at its end) failed fsck, the
+// repair and the mount with "IO error: ... Invalid argument", and the
+// repair never ran leveldb::RepairDB. Now the check reports it as damage
+// and the repair rebuilds the metadata store: the table's keys are lost
+// (the table is kept under meta/lost), the store is consistent and mounts.
+TEST_F(RepairTest, TruncatedTableIsRepairedNotAnIoError) {
+  for (int i = 0; i < 200; i++) WriteFile(Create(kRoot, "f" + std::to_string(i)), "x");
+  CloseFs();
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));  // the log becomes a table
+  CloseFs();
+  std::string table;
+  uint64_t table_size = 0;
+  DIR* d = ::opendir(MetaDir(store_dir_).c_str());
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name, path = MetaDir(store_dir_) + "/" + name;
+    struct stat st;
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".ldb" &&
+        ::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > table_size) {
+      table = path;
+      table_size = st.st_size;
+    }
+  }
+  ::closedir(d);
+  ASSERT_GT(table_size, 4096u) << table;
+  ASSERT_EQ(::truncate(table.c_str(), static_cast<off_t>(table_size / 2)), 0);
+  FsckReport check;
+  RunFsck(&check);
+  EXPECT_TRUE(HasKind(check, FsckKind::kMetaCorrupt));
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(rep.leveldb_repaired) << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing

@@ -508,6 +508,12 @@ TEST(LevelDbStatus, Mapping) {
   EXPECT_NE(s.ToString().find("metadata is locked by another process (already mounted?)"),
             std::string::npos);
   EXPECT_NE(s.ToString().find("/d/LOCK"), std::string::npos);
+  // A read past a table's end (a truncated table) is damage, not an I/O error.
+  s = FromLevelDb(leveldb::Status::IOError("/d/000008.ldb", strerror(EINVAL)), "/d");
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.ToString().find("truncated table"), std::string::npos) << s.ToString();
+  s = FromLevelDb(leveldb::Status::IOError("/d/000007.log", strerror(EINVAL)), "/d");
+  EXPECT_FALSE(s.IsCorruption()) << s.ToString();
   s = FromLevelDb(leveldb::Status::NotSupported("x"), "/d");
   EXPECT_EQ(s.err(), EOPNOTSUPP);
   s = FromLevelDb(leveldb::Status::InvalidArgument("/d", "exists (error_if_exists is true)"), "/d");
