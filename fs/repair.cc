@@ -10,6 +10,7 @@
 
 #include "fs/clock.h"
 #include "fs/inode.h"
+#include "fs/salvage.h"
 #include "fs/superblock_copy.h"
 #include "fs/superblock_guess.h"
 #include "kvstore/ino_alloc.h"
@@ -71,9 +72,13 @@ std::string TypeName(uint32_t mode) {
 
 class Repairer {
  public:
-  Repairer(std::string dir, const StoreOptions& options, RepairReport* rep,
-           const FsckProgress& progress)
-      : dir_(std::move(dir)), options_(options), rep_(rep), progress_(progress) {}
+  Repairer(std::string dir, const StoreOptions& options, const RepairOptions& repair_options,
+           RepairReport* rep, const FsckProgress& progress)
+      : dir_(std::move(dir)),
+        options_(options),
+        repair_options_(repair_options),
+        rep_(rep),
+        progress_(progress) {}
 
   Status Run();
 
@@ -116,12 +121,16 @@ class Repairer {
   Status LostFound(uint64_t* ino);
   Status MoveToLostFound(uint64_t ino, uint64_t links_seen, const std::string& break_key);
   Status RewriteCounters(bool asked);
+  // Inode records (no entry: the passes move them to lost+found) and block
+  // pointers for what FindSalvageable found; *any: something was written.
+  Status Salvage(bool* any);
   void LearnPaths(const FsckReport& r);
   std::string Describe(uint64_t ino);
   std::string DescribeDentry(std::string_view key);
 
   const std::string dir_;
   const StoreOptions options_;
+  const RepairOptions repair_options_;
   RepairReport* rep_;
   const FsckProgress& progress_;
   std::unique_ptr<Store> store_;
@@ -732,6 +741,41 @@ Status Repairer::RewriteCounters(bool asked) {
   return Status::OK();
 }
 
+Status Repairer::Salvage(bool* any) {
+  *any = false;
+  if (!repair_options_.salvage && !rep_->leveldb_repaired) return Status::OK();
+  std::vector<SalvagedFile> files;
+  SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), &files, progress_));
+  if (!repair_options_.salvage) {
+    rep_->salvageable = files.size();
+    return Status::OK();
+  }
+  const kv::Timespec now = Now();
+  for (const SalvagedFile& f : files) {
+    kv::InodeRecord r;
+    r.ino = f.ino;
+    r.mode = S_IFREG | 0600;  // whoever owned it, only root reads it until told
+    r.nlink = 1;
+    r.size = f.size;
+    r.blocks = f.sectors;
+    r.atime = r.mtime = r.ctime = now;
+    if (store_->super().version >= kv::kMetaFormatXattrCounts) r.xattr_list_bytes = 0;
+    batch_.PutInode(r);
+    for (const auto& [block, ptr] : f.blocks) batch_.PutBlock(f.ino, block, ptr);
+    const bool full_end = f.size % store_->super().block_size == 0;
+    Change("salvaged inode " + std::to_string(f.ino) + ": " + std::to_string(f.blocks.size()) +
+           " blocks, " + std::to_string(f.size) + " bytes, from vLog records no inode named" +
+           (full_end && store_->super().inline_max > 0
+                ? " (it ends with a full block: a last block of at most " +
+                      std::to_string(store_->super().inline_max) +
+                      " bytes, kept inline, may be missing)"
+                : ""));
+    SEPFS_RETURN_IF_ERROR(Commit(false));
+    *any = true;
+  }
+  return Commit(true);
+}
+
 Status Repairer::Run() {
   SEPFS_RETURN_IF_ERROR(OpenStore());
   FsckReport r;
@@ -754,6 +798,12 @@ Status Repairer::Run() {
       (f.error ? rep_->before.errors : rep_->before.notes).push_back(f.message);
       rep_->before.findings.push_back(f);
     }
+  }
+  bool salvaged = false;
+  SEPFS_RETURN_IF_ERROR(Salvage(&salvaged));
+  if (salvaged) {  // check again: the passes name what was salvaged
+    r = FsckReport();
+    SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));
   }
   LearnPaths(r);
 
@@ -782,8 +832,8 @@ Status Repairer::Run() {
 }  // namespace
 
 Status Repair(const std::string& dir, const StoreOptions& options, RepairReport* report,
-              const FsckProgress& progress) {
-  Repairer r(dir, options, report, progress);
+              const FsckProgress& progress, const RepairOptions& repair_options) {
+  Repairer r(dir, options, repair_options, report, progress);
   return r.Run();
 }
 

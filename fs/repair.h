@@ -23,6 +23,11 @@
 //   damaged segment header delete the segment once no pointer names it
 //   persisted segment live counters (clean store) rewrite from a recount
 //   LevelDB corruption     leveldb::RepairDB on STORE/meta, then all above
+//   superblock record lost or undecodable   written from STORE/superblock,
+//                          or rebuilt from the records (fs/superblock_guess.h)
+//   vLog records of inodes without a record (only with
+//     RepairOptions::salvage)  an inode for each, which the passes above
+//                          then move to lost+found (fs/salvage.h)
 //
 // Each fix is one atomic LevelDB batch (several fixes may share one);
 // everything is synced before Repair returns. Every change is reported as
@@ -43,7 +48,16 @@ struct RepairReport {
   FsckReport after;                  // the final check, after repairing
   std::vector<std::string> changes;  // what was changed, in order
   bool leveldb_repaired = false;     // leveldb::RepairDB ran
+  // After leveldb::RepairDB, without RepairOptions::salvage: files the vLog
+  // holds records of while no inode names them (what salvage would rebuild).
+  uint64_t salvageable = 0;
   bool changed() const { return !changes.empty(); }
+};
+
+struct RepairOptions {
+  // Rebuild files from vLog records no inode record names (fs/salvage.h);
+  // deleted files whose segments GC has not collected come back too.
+  bool salvage = false;
 };
 
 // Repairs the store in dir. Non-OK only for operational errors (the store
@@ -51,6 +65,6 @@ struct RepairReport {
 // problems that could not be fixed are left in report->after.errors.
 // progress gets a line per pass and now and then on large stores.
 Status Repair(const std::string& dir, const StoreOptions& options, RepairReport* report,
-              const FsckProgress& progress);
+              const FsckProgress& progress, const RepairOptions& repair_options = {});
 
 }  // namespace sepfs::fs

@@ -38,7 +38,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES] [--capacity=BYTES] STORE\n"
     "  mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
-    "  fsck [--repair] STORE\n"
+    "  fsck [--repair [--salvage]] STORE\n"
     "  stats STORE_OR_MOUNTPOINT\n"
     "  gc STORE_OR_MOUNTPOINT\n"
     "  help\n"
@@ -79,7 +79,7 @@ constexpr const char* kMountUsage =
     "Unmount with 'umount MOUNTPOINT' or 'fusermount3 -u MOUNTPOINT'.\n";
 
 constexpr const char* kFsckUsage =
-    "usage: sepfs fsck [--repair] STORE\n"
+    "usage: sepfs fsck [--repair [--salvage]] STORE\n"
     "Checks an unmounted store: every block pointer against its vLog record, the\n"
     "namespace (entries, reachability, link counts), xattrs, symlinks, counters.\n"
     "Without --repair nothing is changed.\n"
@@ -88,8 +88,14 @@ constexpr const char* kFsckUsage =
     "             unreachable inodes moved to /lost+found, link counts set, orphans\n"
     "             reclaimed, counters rewritten, a damaged segment header rewritten\n"
     "             (its records verify one by one), a corrupt LevelDB rebuilt\n"
-    "             (leveldb::RepairDB); then checks again (-a, -p, -y: the same;\n"
+    "             (leveldb::RepairDB), a lost superblock written back from its\n"
+    "             copy or rebuilt; then checks again (-a, -p, -y: the same;\n"
     "             -n: check only, refused with any of them)\n"
+    "  --salvage  with --repair: files whose metadata was lost are rebuilt from the\n"
+    "             vLog's records (each names its inode and block) into /lost+found\n"
+    "             as #INODE, mode 0600; files deleted whose space GC has not yet\n"
+    "             reclaimed come back too; small files kept inline in the metadata\n"
+    "             cannot be salvaged\n"
     "Exit status as e2fsck: 0 no errors, 1 errors corrected, 4 errors left\n"
     "uncorrected, 8 operational error, 16 usage error.\n";
 
@@ -259,6 +265,7 @@ int CmdFsck(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kFsckUsage, stdout), 0;
   std::string store;
   bool repair = false, check_only = false;
+  fs::RepairOptions repair_options;
   for (const auto& a : args) {
     // fsck(8) passes -a/-p/-y to repair without asking, -n to only check.
     if (a == "--repair" || a == "-a" || a == "-p" || a == "-y") {
@@ -267,6 +274,10 @@ int CmdFsck(const std::vector<std::string>& args) {
     }
     if (a == "-n") {
       check_only = true;
+      continue;
+    }
+    if (a == "--salvage") {
+      repair_options.salvage = true;
       continue;
     }
     if (a == "-f" || a == "-C0") continue;
@@ -283,6 +294,11 @@ int CmdFsck(const std::vector<std::string>& args) {
   }
   if (store.empty()) {
     std::fputs(kFsckUsage, stderr);
+    return kFsckUsageError;
+  }
+  if (repair_options.salvage && !repair) {
+    std::fprintf(stderr, "sepfs fsck: --salvage is part of a repair: use --repair --salvage\n%s",
+                 kFsckUsage);
     return kFsckUsageError;
   }
   if (repair && check_only) {
@@ -305,7 +321,7 @@ int CmdFsck(const std::vector<std::string>& args) {
     fs::RepairReport rep;
     fs::StoreOptions ro;
     ro.lock_wait_sec = fs::kCommandLockWait;
-    Status st = fs::Repair(store, ro, &rep, progress);
+    Status st = fs::Repair(store, ro, &rep, progress, repair_options);
     PrintFsckReport(rep.before, "ERROR");
     for (const auto& c : rep.changes) std::printf("repair: %s\n", c.c_str());
     std::fflush(stdout);
@@ -317,6 +333,13 @@ int CmdFsck(const std::vector<std::string>& args) {
     for (const auto& e : rep.after.errors) std::printf("UNCORRECTED: %s\n", e.c_str());
     std::printf("%s\n", FsckSummary(store + " after repair", rep.after).c_str());
     std::printf("%s: %zu changes made\n", store.c_str(), rep.changes.size());
+    if (rep.salvageable > 0) {
+      std::printf("%s: the vLog holds data of %llu files no inode names any more (their "
+                  "metadata was lost): sepfs fsck --repair --salvage %s rebuilds them into "
+                  "/lost+found (files deleted before the damage may come back too)\n",
+                  store.c_str(), static_cast<unsigned long long>(rep.salvageable),
+                  store.c_str());
+    }
     if (!rep.after.errors.empty()) return 4;
     return rep.changed() || !rep.before.errors.empty() ? 1 : 0;
   }

@@ -492,6 +492,7 @@ TEST_F(UnmountedTest, FsckExitCodes) {
       {{"fsck", "-n", "--repair", store()}, "contradict"},
       {{"fsck", "-y", "-n", store()}, "contradict"},
       {{"fsck", "--no-such-flag", store()}, "unknown option"},
+      {{"fsck", "--salvage", store()}, "use --repair --salvage"},
   };
   for (const auto& [args, message] : usage_errors) {
     CmdResult bad = RunSepfs(args);
