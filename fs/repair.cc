@@ -14,6 +14,7 @@
 #include "fs/superblock_copy.h"
 #include "fs/superblock_guess.h"
 #include "kvstore/ino_alloc.h"
+#include "kvstore/leveldb_log_check.h"
 #include "kvstore/leveldb_status.h"
 #include "leveldb/db.h"
 #include "leveldb/filter_policy.h"
@@ -91,6 +92,9 @@ class Repairer {
   // (an inline block's data) came back as that file's data.
   Status RecoverLevelDbLogs();
   Status RepairLevelDb(const std::string& why);
+  // kv::BlankDamagedLogRecordsInFile on each of LevelDB's logs, each
+  // reported; *blanked: the records blanked in all.
+  Status BlankDamagedLogRecords(uint64_t* blanked);
   // A superblock record that is missing or does not decode is written from
   // STORE/superblock, or else from GuessSuperblock. Nothing happens when
   // LevelDB does not open (its own recovery comes first), when the record
@@ -239,11 +243,35 @@ Status Repairer::RecoverLevelDbLogs() {
   });
 }
 
+Status Repairer::BlankDamagedLogRecords(uint64_t* blanked) {
+  Env* env = options_.env ? options_.env : Env::Default();
+  std::vector<std::string> names;
+  SEPFS_RETURN_IF_ERROR(env->ListDir(MetaDir(dir_), &names));
+  for (const std::string& name : names) {
+    if (!name.ends_with(".log")) continue;
+    uint64_t n = 0;
+    SEPFS_RETURN_IF_ERROR(kv::BlankDamagedLogRecordsInFile(env, MetaDir(dir_) + "/" + name, &n));
+    if (n > 0) {
+      Change("metadata log " + MetaDir(dir_) + "/" + name + ": blanked " + std::to_string(n) +
+             " records whose checksum failed (with the rest of their 32 KiB block)");
+    }
+    *blanked += n;
+  }
+  return Status::OK();
+}
+
 Status Repairer::RepairLevelDb(const std::string& why) {
-  // Paranoid: table blocks whose checksum fails are dropped.
+  // RepairDB converts logs without checking their records: the damaged ones
+  // are blanked first. Paranoid: table blocks whose checksum fails are
+  // dropped.
   SEPFS_RETURN_IF_ERROR(OnLevelDb(
-      /*paranoid=*/true, "running leveldb::RepairDB on",
-      [&](const leveldb::Options& lo) { return leveldb::RepairDB(MetaDir(dir_), lo); }));
+      /*paranoid=*/true, "running leveldb::RepairDB on", [&](const leveldb::Options& lo) {
+        uint64_t blanked = 0;
+        if (Status st = BlankDamagedLogRecords(&blanked); !st.ok()) {
+          return leveldb::Status::IOError(st.ToString());
+        }
+        return leveldb::RepairDB(MetaDir(dir_), lo);
+      }));
   rep_->leveldb_repaired = true;
   Change("metadata store " + MetaDir(dir_) + ": " + why +
          "; rebuilt it with leveldb::RepairDB (keys in damaged blocks are lost, damaged files "

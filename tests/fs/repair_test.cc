@@ -97,6 +97,50 @@ class RepairTest : public FsTest {
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
     EXPECT_TRUE(ReadAll(f) == data);
   }
+
+  // Flips a byte of the inline block `data` in LevelDB's log (and, when
+  // asked, damages the MANIFEST too, so LevelDB's checked recovery fails and
+  // leveldb::RepairDB, which reads logs unchecked, is what runs), repairs,
+  // and expects the damaged bytes never to be served. *changes: the report.
+  void DamageLogRecordAndRepair(uint64_t ino, const std::string& data, bool damage_manifest,
+                                std::string* changes) {
+    bool flipped = false, manifest = false;
+    DIR* d = ::opendir(MetaDir(store_dir_).c_str());
+    ASSERT_NE(d, nullptr);
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name, path = MetaDir(store_dir_) + "/" + name;
+      if (damage_manifest && name.starts_with("MANIFEST-")) {
+        ASSERT_EQ(::truncate(path.c_str(), 9), 0);
+        manifest = true;
+      }
+      if (!name.ends_with(".log")) continue;
+      std::ifstream in(path, std::ios::binary);
+      const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t at = log.find(data.substr(1000, 64));
+      if (at == std::string::npos) continue;
+      FlipByte(path, at + 10);
+      flipped = true;
+    }
+    ::closedir(d);
+    ASSERT_TRUE(flipped) << "the inline block is in no log";
+    ASSERT_EQ(manifest, damage_manifest);
+    RepairReport rep;
+    ASSERT_OK(Repair(store_dir_, StoreOptions{}, &rep, nullptr));
+    for (const auto& e : rep.after.errors) ADD_FAILURE() << "left after repair: " << e;
+    *changes = Changes(rep);
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    kv::InodeRecord r;
+    Status st = fs_->Lookup(kRoot, "small", &r);
+    if (st.ok()) {  // the file may have come back as created, before the write
+      EXPECT_EQ(r.ino, ino);
+      std::string got;
+      Status rs = fs_->Read(r.ino, 0, data.size(), &got);
+      if (rs.ok()) {
+        EXPECT_TRUE(got == data.substr(0, got.size()))
+            << "damaged bytes served (" << got.size() << " bytes read)";
+      }
+    }
+  }
 };
 
 // A byte of LevelDB's log damaged inside a record: the repair drops that
@@ -108,37 +152,24 @@ TEST_F(RepairTest, DamagedLogRecordIsDroppedNotServed) {
   const std::string data = Payload(7, 3000);  // a block this small stays inline
   WriteFile(ino, data);
   CloseFs();
-  bool flipped = false;
-  DIR* d = ::opendir(MetaDir(store_dir_).c_str());
-  ASSERT_NE(d, nullptr);
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() < 4 || name.substr(name.size() - 4) != ".log") continue;
-    const std::string path = MetaDir(store_dir_) + "/" + name;
-    std::ifstream in(path, std::ios::binary);
-    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t at = log.find(data.substr(1000, 64));
-    if (at == std::string::npos) continue;
-    FlipByte(path, at + 10);
-    flipped = true;
-  }
-  ::closedir(d);
-  ASSERT_TRUE(flipped) << "the inline block is in no log";
-  RepairReport rep;
-  ASSERT_OK(Repair(store_dir_, StoreOptions{}, &rep, nullptr));
-  for (const auto& e : rep.after.errors) ADD_FAILURE() << "left after repair: " << e;
-  EXPECT_NE(Changes(rep).find("checksum failed"), std::string::npos) << Changes(rep);
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-  kv::InodeRecord r;
-  Status st = fs_->Lookup(kRoot, "small", &r);
-  if (st.ok()) {  // the file may have come back as created, before the write
-    std::string got;
-    Status rs = fs_->Read(r.ino, 0, data.size(), &got);
-    if (rs.ok()) {
-      EXPECT_TRUE(got == data.substr(0, got.size()))
-          << "damaged bytes served (" << got.size() << " bytes read)";
-    }
-  }
+  std::string changes;
+  DamageLogRecordAndRepair(ino, data, /*damage_manifest=*/false, &changes);
+  EXPECT_NE(changes.find("checksum failed"), std::string::npos) << changes;
+}
+
+// The same with the MANIFEST damaged too: LevelDB's own recovery cannot
+// open the store, so leveldb::RepairDB runs, and it would have served the
+// damaged record. The repair blanks it in the log first.
+TEST_F(RepairTest, DamagedLogRecordIsBlankedBeforeRepairDb) {
+  const uint64_t ino = Create(kRoot, "small");
+  const std::string data = Payload(7, 3000);
+  WriteFile(ino, data);
+  CloseFs();
+  std::string changes;
+  DamageLogRecordAndRepair(ino, data, /*damage_manifest=*/true, &changes);
+  EXPECT_NE(changes.find("blanked 1 records whose checksum failed"), std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("leveldb::RepairDB"), std::string::npos) << changes;
 }
 
 // A store without its segment directory (a disk not mounted, a directory

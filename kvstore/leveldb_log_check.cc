@@ -1,0 +1,103 @@
+#include "kvstore/leveldb_log_check.h"
+
+#include <array>
+#include <cstring>
+
+namespace sepfs::kv {
+
+namespace {
+
+constexpr size_t kBlockSize = 32768;
+constexpr size_t kHeaderSize = 7;
+constexpr uint8_t kLastType = 4;
+constexpr uint32_t kMaskDelta = 0xa282ead8u;
+
+std::array<uint32_t, 256> MakeTable() {
+  std::array<uint32_t, 256> t{};
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+
+uint32_t Le32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+// Whether the physical record at `pos` (inside the block ending at
+// block_end) is intact; *next: where the following one starts.
+bool RecordIntact(const std::string& log, size_t pos, size_t block_end, size_t* next) {
+  const char* h = log.data() + pos;
+  const size_t length = static_cast<uint8_t>(h[4]) | (size_t{static_cast<uint8_t>(h[5])} << 8);
+  const uint8_t type = static_cast<uint8_t>(h[6]);
+  if (type == 0 || type > kLastType || pos + kHeaderSize + length > block_end) return false;
+  const std::string_view typed(h + 6, 1 + length);  // the type byte, then the payload
+  *next = pos + kHeaderSize + length;
+  return MaskCrc(Crc32c(typed)) == Le32(h);
+}
+
+}  // namespace
+
+uint32_t Crc32c(std::string_view data, uint32_t init) {
+  static const std::array<uint32_t, 256> table = MakeTable();
+  uint32_t c = ~init;
+  for (char ch : data) c = table[(c ^ static_cast<uint8_t>(ch)) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
+
+uint64_t BlankDamagedLogRecords(std::string* log) {
+  uint64_t blanked = 0;
+  for (size_t block = 0; block < log->size(); block += kBlockSize) {
+    const size_t end = std::min(log->size(), block + kBlockSize);
+    size_t pos = block;
+    while (pos + kHeaderSize <= end) {
+      const char* h = log->data() + pos;
+      if (h[4] == 0 && h[5] == 0 && h[6] == 0) break;  // padding or a blank: skipped whole
+      size_t next = 0;
+      if (!RecordIntact(*log, pos, end, &next)) {
+        std::memset(log->data() + pos, 0, end - pos);
+        blanked++;
+        break;
+      }
+      pos = next;
+    }
+  }
+  return blanked;
+}
+
+Status BlankDamagedLogRecordsInFile(Env* env, const std::string& path, uint64_t* blanked) {
+  *blanked = 0;
+  std::string log;
+  {
+    std::unique_ptr<File> f;
+    SEPFS_RETURN_IF_ERROR(env->OpenFile(path, OpenMode::kRead, &f));
+    uint64_t size = 0;
+    SEPFS_RETURN_IF_ERROR(f->Size(&size));
+    log.resize(size);
+    size_t got = 0;
+    SEPFS_RETURN_IF_ERROR(f->Read(0, log.size(), log.data(), &got));
+    log.resize(got);
+  }
+  *blanked = BlankDamagedLogRecords(&log);
+  if (*blanked == 0) return Status::OK();
+  // NNNNNN.dbtmp: LevelDB's own name for a temporary file, which its
+  // recovery and `sepfs mkfs --force` know.
+  const std::string tmp = path.substr(0, path.size() - (path.ends_with(".log") ? 4 : 0)) + ".dbtmp";
+  {
+    std::unique_ptr<File> f;
+    SEPFS_RETURN_IF_ERROR(env->OpenFile(tmp, OpenMode::kCreate, &f));
+    SEPFS_RETURN_IF_ERROR(f->Truncate(0));
+    SEPFS_RETURN_IF_ERROR(f->Write(0, log));
+    SEPFS_RETURN_IF_ERROR(f->Sync());
+  }
+  SEPFS_RETURN_IF_ERROR(env->RenameFile(tmp, path));
+  return env->SyncDir(path.substr(0, path.find_last_of('/')));
+}
+
+}  // namespace sepfs::kv
