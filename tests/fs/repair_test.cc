@@ -98,12 +98,16 @@ class RepairTest : public FsTest {
     EXPECT_TRUE(ReadAll(f) == data);
   }
 
-  // Flips a byte of the inline block `data` in LevelDB's log (and, when
-  // asked, damages the MANIFEST too, so LevelDB's checked recovery fails and
-  // leveldb::RepairDB, which reads logs unchecked, is what runs), repairs,
-  // and expects the damaged bytes never to be served. *changes: the report.
-  void DamageLogRecordAndRepair(uint64_t ino, const std::string& data, bool damage_manifest,
-                                std::string* changes) {
+  // Writes a small file (its block inline), flips a byte of it in
+  // LevelDB's log (and, when asked, damages the MANIFEST too, so LevelDB's
+  // checked recovery fails and leveldb::RepairDB, which reads logs
+  // unchecked, is what runs), repairs, and expects the damaged bytes never
+  // to be served. *changes: the report.
+  void DamageLogRecordAndRepair(bool damage_manifest, std::string* changes) {
+    const uint64_t ino = Create(kRoot, "small");
+    const std::string data = Payload(7, 3000);  // a block this small stays inline
+    WriteFile(ino, data);
+    CloseFs();
     bool flipped = false, manifest = false;
     DIR* d = ::opendir(MetaDir(store_dir_).c_str());
     ASSERT_NE(d, nullptr);
@@ -148,12 +152,8 @@ class RepairTest : public FsTest {
 // checking them, so the damaged byte of an inline block came back as file
 // data and the check after the repair was clean (a helper's probe).
 TEST_F(RepairTest, DamagedLogRecordIsDroppedNotServed) {
-  const uint64_t ino = Create(kRoot, "small");
-  const std::string data = Payload(7, 3000);  // a block this small stays inline
-  WriteFile(ino, data);
-  CloseFs();
   std::string changes;
-  DamageLogRecordAndRepair(ino, data, /*damage_manifest=*/false, &changes);
+  DamageLogRecordAndRepair(/*damage_manifest=*/false, &changes);
   EXPECT_NE(changes.find("checksum failed"), std::string::npos) << changes;
 }
 
@@ -161,12 +161,8 @@ TEST_F(RepairTest, DamagedLogRecordIsDroppedNotServed) {
 // open the store, so leveldb::RepairDB runs, and it would have served the
 // damaged record. The repair blanks it in the log first.
 TEST_F(RepairTest, DamagedLogRecordIsBlankedBeforeRepairDb) {
-  const uint64_t ino = Create(kRoot, "small");
-  const std::string data = Payload(7, 3000);
-  WriteFile(ino, data);
-  CloseFs();
   std::string changes;
-  DamageLogRecordAndRepair(ino, data, /*damage_manifest=*/true, &changes);
+  DamageLogRecordAndRepair(/*damage_manifest=*/true, &changes);
   EXPECT_NE(changes.find("blanked 1 records whose checksum failed"), std::string::npos)
       << changes;
   EXPECT_NE(changes.find("leveldb::RepairDB"), std::string::npos) << changes;

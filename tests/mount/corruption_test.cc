@@ -99,6 +99,22 @@ class CorruptionTest : public MountFixture {
     ::sync();
   }
 
+  // Unmounts, lets fsck's open turn LevelDB's log into a table, and names
+  // the largest table of the store's metadata.
+  void UnmountAndFindLargestTable(std::string* path, off_t* size) {
+    ASSERT_NO_FATAL_FAILURE(Unmount());
+    Fsck();
+    *size = 0;
+    for (const std::string& t : ListDir(store() + "/meta", "", ".ldb")) {
+      struct stat st;
+      ASSERT_SYS_OK(::stat(t.c_str(), &st));
+      if (st.st_size > *size) {
+        *path = t;
+        *size = st.st_size;
+      }
+    }
+  }
+
   // Marks every block whose newest record satisfies pred as lost.
   template <typename Pred>
   void MarkLost(Pred pred) {
@@ -238,18 +254,9 @@ TEST_F(CorruptionTest, TruncatedLevelDbTableIsRepairedAndSalvaged) {
     ASSERT_SYS_OK(::stat(P(name).c_str(), &st));
     files[name] = {st.st_ino, data};
   }
-  ASSERT_NO_FATAL_FAILURE(Unmount());
-  Fsck();  // opening the LevelDB turns its log into a table
   std::string largest;
   off_t largest_size = 0;
-  for (const std::string& t : ListDir(store() + "/meta", "", ".ldb")) {
-    struct stat st;
-    ASSERT_SYS_OK(::stat(t.c_str(), &st));
-    if (st.st_size > largest_size) {
-      largest = t;
-      largest_size = st.st_size;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(UnmountAndFindLargestTable(&largest, &largest_size));
   ASSERT_GT(largest_size, 8 * 1024) << largest;
   ASSERT_SYS_OK(::truncate(largest.c_str(), largest_size / 2));
 
@@ -295,18 +302,9 @@ TEST_F(CorruptionTest, DamagedLevelDbTable) {
       small[name] = data;
     }
   }
-  ASSERT_NO_FATAL_FAILURE(Unmount());
-  Fsck();  // opening the LevelDB turns its log into a table
   std::string largest;
   off_t largest_size = 0;
-  for (const std::string& t : ListDir(store() + "/meta", "", ".ldb")) {
-    struct stat st;
-    ASSERT_SYS_OK(::stat(t.c_str(), &st));
-    if (st.st_size > largest_size) {
-      largest = t;
-      largest_size = st.st_size;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(UnmountAndFindLargestTable(&largest, &largest_size));
   ASSERT_FALSE(largest.empty()) << "no LevelDB table";
   ASSERT_GT(largest_size, 64 * 1024) << largest;
   {
