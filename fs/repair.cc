@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <set>
@@ -115,6 +116,13 @@ class Repairer {
   Status Commit(bool force);
   // Applies fixes for the findings of one check; *changed: something was done.
   Status Apply(const FsckReport& r, bool verified, bool* changed);
+  // An inode whose mode says it is not a regular file while every entry
+  // naming it, and block pointers to records that verify, say it is one (a
+  // damaged mode): its type is set back to regular, permission bits kept,
+  // before the fixes for those findings would drop its data and retype its
+  // entries. It has no entries of its own and no symlink target. The next
+  // pass verifies its records. *any: some inode was retyped.
+  Status RetypeFiles(const FsckReport& r, bool* any);
   Status Reclaim(uint64_t ino);
   // Deletes the pointers of ino whose block is in drop (every pointer when
   // ino is not a regular file) and sets its allocation count from the rest.
@@ -141,6 +149,7 @@ class Repairer {
   kv::MetaStore* meta_ = nullptr;
   kv::Batch batch_;
   size_t changes_since_progress_ = 0;
+  bool verify_next_pass_ = false;
   bool counters_asked_ = false;
   uint64_t lf_ino_ = 0;
   std::string lf_name_;
@@ -472,8 +481,70 @@ Status Repairer::MoveToLostFound(uint64_t ino, uint64_t links_seen,
   return Commit(false);
 }
 
+Status Repairer::RetypeFiles(const FsckReport& r, bool* any) {
+  std::map<uint64_t, std::vector<const FsckFinding*>> pointers;
+  for (const auto& f : r.findings) {
+    if (f.kind == FsckKind::kPointerNotRegular) pointers[f.ino].push_back(&f);
+  }
+  if (pointers.empty()) return Status::OK();
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> named;  // ino -> (as file, as other)
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(std::string(1, kv::kTagDentry),
+                                          [&](std::string_view, std::string_view value) {
+                                            kv::DirEntry e;
+                                            if (kv::DecodeDirEntry(value, &e).ok() &&
+                                                pointers.count(e.ino)) {
+                                              auto& [file, other] = named[e.ino];
+                                              (e.type == S_IFREG ? file : other)++;
+                                            }
+                                            return true;
+                                          }));
+  for (const auto& [ino, found] : pointers) {
+    const auto [as_file, as_other] = named[ino];
+    kv::InodeRecord rec;
+    std::string unused;
+    bool children = false;
+    if (as_file == 0 || as_other > 0 || !meta_->GetInode(ino, &rec).ok() || S_ISREG(rec.mode) ||
+        !meta_->Get(kv::SymlinkKey(ino), &unused).IsNotFound()) {
+      continue;
+    }
+    SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(kv::DentryPrefix(ino),
+                                            [&](std::string_view, std::string_view) {
+                                              children = true;
+                                              return false;
+                                            }));
+    if (children) continue;
+    uint64_t records = 0;
+    for (const FsckFinding* f : found) {
+      std::string raw;
+      kv::BlockValue v;
+      if (!meta_->Get(f->key, &raw).ok() || !kv::DecodeBlock(raw, &v).ok()) continue;
+      std::string buf(v.length(), '\0');
+      records += v.inlined || store_->vlog()->Read(v.ptr, ino, f->block, buf.data()).ok();
+    }
+    if (records == 0) continue;
+    const uint32_t was = rec.mode;
+    rec.mode = S_IFREG | (rec.mode & 07777);
+    batch_.PutInode(rec);
+    char perms[8];
+    std::snprintf(perms, sizeof(perms), "%04o", rec.mode & 07777);
+    Change(Describe(ino) + ": its mode said " + TypeName(was) + ", while its " +
+           std::to_string(as_file) + " entries and " + std::to_string(records) +
+           " block records that verify say file: made it a regular file again (permissions " +
+           perms + " kept)");
+    *any = true;
+  }
+  return Commit(true);
+}
+
 Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   const size_t before = rep_->changes.size();
+  bool retyped = false;
+  SEPFS_RETURN_IF_ERROR(RetypeFiles(r, &retyped));
+  if (retyped) {  // check again before anything else acts on the old type
+    verify_next_pass_ = true;
+    *changed = true;
+    return Status::OK();
+  }
   lf_ino_ = 0;  // re-read: the last pass may have fixed its link count
   bool root_missing = false, unreachable = false;
   std::map<uint64_t, std::map<uint64_t, std::string>> drops;  // ino -> block -> reason
@@ -836,10 +907,12 @@ Status Repairer::Run() {
   LearnPaths(r);
 
   for (int pass = 1; pass <= kMaxPasses; pass++) {
+    const bool verified = pass == 1 || verify_next_pass_;
     if (pass > 1) {
       r = FsckReport();
       FsckOptions quick;
-      quick.verify_data = false;
+      quick.verify_data = verify_next_pass_;
+      verify_next_pass_ = false;
       SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), quick, &r, progress_));
     }
     if (r.findings.empty()) break;
@@ -848,7 +921,7 @@ Status Repairer::Run() {
                 " problems");
     }
     bool changed = false;
-    SEPFS_RETURN_IF_ERROR(Apply(r, pass == 1, &changed));
+    SEPFS_RETURN_IF_ERROR(Apply(r, verified, &changed));
     if (!changed) break;
   }
   SEPFS_RETURN_IF_ERROR(RewriteCounters(counters_asked_));

@@ -5,6 +5,9 @@
 // quick namespace checks and fixes until nothing is left or no fix applies,
 // then a final full check (RepairReport::after). What it does per finding:
 //
+//   mode not a file's while every entry naming the inode says file and
+//     its block records verify (a damaged mode; no entries of its own, no
+//     symlink target)     set the type back to regular, first
 //   bad block pointer (undecodable, record missing or not verifying,
 //     segment missing, beyond EOF, of a missing or non-regular inode)
 //                          delete the pointer: the block becomes a hole

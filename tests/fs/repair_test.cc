@@ -815,5 +815,42 @@ TEST_F(RepairTest, SalvageRebuildsAFileWhoseMetadataWasLost) {
   EXPECT_FALSE(after.changed()) << Changes(after);
 }
 
+// A damaged mode byte turned a file into a directory, a symlink or a
+// device, and the repair trusted it: every block pointer was dropped and
+// every entry retyped (a helper's probe). When the entries naming the
+// inode say file and its block records verify, the mode is set back to a
+// regular file's, a hard link included, and the data stays.
+TEST_F(RepairTest, DamagedModeOfAFileIsSetBackNotItsData) {
+  for (uint32_t wrong : {uint32_t{S_IFDIR}, uint32_t{S_IFLNK}, uint32_t{S_IFCHR}}) {
+    if (!fs_) {
+      ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    }
+    const std::string name = "f" + std::to_string(wrong);
+    const uint64_t f = Create(kRoot, name, S_IFREG | 0640);
+    kv::InodeRecord r;
+    ASSERT_OK(fs_->Link(f, kRoot, name + "-link", &r));
+    fs_->Forget(f, 1);
+    const std::string data = Payload(18, 3 * block_size() + 5000);
+    WriteFile(f, data);
+    CloseFs();
+    Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+      kv::InodeRecord rec;
+      ASSERT_OK(meta->GetInode(f, &rec));
+      rec.mode = wrong | 0640;
+      b->PutInode(rec);
+    });
+    RepairReport rep;
+    RepairClean(&rep);
+    EXPECT_NE(Changes(rep).find("made it a regular file again (permissions 0640 kept)"),
+              std::string::npos)
+        << Changes(rep);
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    EXPECT_EQ(Attr(f).mode, S_IFREG | 0640u);
+    EXPECT_EQ(Attr(f).nlink, 2u);
+    EXPECT_EQ(InoOf(kRoot, name + "-link"), f);
+    EXPECT_TRUE(ReadAll(f) == data) << wrong;
+  }
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing
