@@ -212,26 +212,42 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
     s->io_dir_ = "/proc/self/fd/" + std::to_string(s->dir_fd_.fd);
     if (!LooksLikeStore(s->env_, s->io_dir_)) s->io_dir_ = dir;  // no /proc: by path
   }
+  st = s->OpenParts(options);
+  if (st.ok()) {
+    *out = std::move(s);
+    return Status::OK();
+  }
+  // Messages name the store by the path given, not /proc/self/fd/N.
+  if (s->io_dir_ != dir) st = st.Replacing(s->io_dir_, dir);
+  if (st.err() == ENOSPC) {
+    st = st.WithContext(dir + ": the disk holding the store is full, and opening it needs "
+                              "room (LevelDB writes its log out as a table): free some "
+                              "space there and retry; nothing was lost");
+  }
+  return st;
+}
+
+Status Store::OpenParts(const StoreOptions& options) {
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
   mo.env = options.leveldb_env;
-  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(s->io_dir_), mo, &s->meta_));
+  SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(io_dir_), mo, &meta_));
   std::string raw;
-  st = s->meta_->Get(kv::SuperKey(), &raw);
-  if (st.IsNotFound()) return Status::Corruption(dir + ": superblock missing (not a sepfs store?)");
+  Status st = meta_->Get(kv::SuperKey(), &raw);
+  if (st.IsNotFound()) return Status::Corruption(dir_ + ": superblock missing (not a sepfs store?)");
   SEPFS_RETURN_IF_ERROR(st);
-  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &s->super_).WithContext(dir));
-  if (!options.read_only) s->KeepSuperblockCopy();
+  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &super_).WithContext(dir_));
+  if (!options.read_only) KeepSuperblockCopy();
 
-  if (s->env_->Exists(VlogDir(s->io_dir_)).IsNotFound()) {
-    return Status::NotFound(VlogDir(dir) +
+  if (env_->Exists(VlogDir(io_dir_)).IsNotFound()) {
+    return Status::NotFound(VlogDir(dir_) +
                             ": the segment directory is missing, so the store is incomplete "
                             "(restore it; if its data is lost for good, create it empty and run "
                             "sepfs fsck --repair)");
   }
   vlog::Options vo;
-  vo.env = s->env_;
-  vo.segment_size = s->super_.segment_size;
+  vo.env = env_;
+  vo.segment_size = super_.segment_size;
   vo.append_buffer_size = options.append_buffer_size;
   vo.read_only = options.read_only;
   vo.direct_writes = options.direct_io;
@@ -239,18 +255,17 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   vo.recycle_segments = options.recycle_segments;
   // Binaries of an older format would take a recycled segment's header for
   // damage, so their stores never get one.
-  vo.version2_headers = s->super_.version >= kv::kMetaFormatRecycledSegments;
-  SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(s->io_dir_), &s->vlog_));
-  if (!vo.version2_headers && !options.read_only && s->HoldsRecycledSegments()) {
+  vo.version2_headers = super_.version >= kv::kMetaFormatRecycledSegments;
+  SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
+  if (!vo.version2_headers && !options.read_only && HoldsRecycledSegments()) {
     // Written by the binaries of 2026-11-24, which recycled files in stores
     // of format 3: such a store is of format 4 already, so say so (and let
     // repair keep the segments' ends).
-    SEPFS_RETURN_IF_ERROR(s->RaiseFormat(kv::kMetaFormatRecycledSegments));
-    s->vlog_.reset();
+    SEPFS_RETURN_IF_ERROR(RaiseFormat(kv::kMetaFormatRecycledSegments));
+    vlog_.reset();
     vo.version2_headers = true;
-    SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(s->io_dir_), &s->vlog_));
+    SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
   }
-  *out = std::move(s);
   return Status::OK();
 }
 
@@ -289,7 +304,7 @@ void Store::KeepSuperblockCopy() {
     superblock_copy_written_ = true;
   } else {  // the record still holds it: the store works, repair just has no copy
     std::fprintf(stderr, "sepfs: %s: cannot write the superblock copy: %s\n", dir_.c_str(),
-                 st.ToString().c_str());
+                 st.Replacing(io_dir_, dir_).ToString().c_str());
   }
 }
 

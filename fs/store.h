@@ -92,6 +92,9 @@ class Store {
 
  private:
   Store() = default;
+  // Open's steps once the store is locked and its directory pinned: the
+  // metadata, the superblock (and its copy), the vLog.
+  Status OpenParts(const StoreOptions& options);
   // Some segment file has a recycled (version 2) header.
   bool HoldsRecycledSegments() const;
   // Writes the superblock with format `version`, durably, and logs it.

@@ -23,4 +23,13 @@ Status Status::WithContext(std::string_view context) const {
   return Status(rep_->err, rep_->kind, msg);
 }
 
+Status Status::Replacing(std::string_view from, std::string_view to) const {
+  if (ok() || from.empty()) return *this;
+  std::string msg = rep_->msg;
+  for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size())) {
+    msg.replace(at, from.size(), to);
+  }
+  return Status(rep_->err, rep_->kind, msg);
+}
+
 }  // namespace sepfs

@@ -43,6 +43,8 @@ class [[nodiscard]] Status {
 
   // Prefixes the message with context, keeping errno and kind.
   Status WithContext(std::string_view context) const;
+  // The message with every `from` replaced by `to`, keeping errno and kind.
+  Status Replacing(std::string_view from, std::string_view to) const;
 
  private:
   enum class Kind : unsigned char { kErrno, kCorruption };

@@ -1010,6 +1010,41 @@ class EnospcTest : public MountFixture {
   }
 };
 
+// A disk filled by something else while the store was unmounted: LevelDB
+// cannot open (it writes its log out as a table), so mount, fsck and
+// repair fail. They say so naming the store's path (not the mount's
+// /proc/self/fd/N), and once room is made the store mounts with everything.
+TEST_F(EnospcTest, FullDiskAtMountSaysSoAndLosesNothing) {
+  ASSERT_NO_FATAL_FAILURE(MountSmallStore(40));
+  const std::string data = RandomBytes(3 * 64 * 1024 + 5000, 41);
+  for (int i = 0; i < 40; i++) ASSERT_NO_FATAL_FAILURE(WriteFile(P("f" + std::to_string(i)), data));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  const std::string filler = root() + "/small/filler";
+  {
+    UniqueFd fd(::open(filler.c_str(), O_CREAT | O_WRONLY, 0600));
+    ASSERT_TRUE(fd.ok());
+    const std::string chunk(1 << 20, 'z');
+    while (::write(fd.get(), chunk.data(), chunk.size()) > 0) {
+    }
+    ASSERT_EQ(errno, ENOSPC);
+  }
+  int exit_code = 0;
+  std::string log;
+  EXPECT_FALSE(TryMount({}, &exit_code, &log));
+  EXPECT_NE(exit_code, 0);
+  EXPECT_NE(log.find("the disk holding the store is full"), std::string::npos) << log;
+  EXPECT_NE(log.find(store()), std::string::npos) << log;
+  EXPECT_EQ(log.find("/proc/self/fd"), std::string::npos) << log;
+  CmdResult r = FsckResult();
+  EXPECT_EQ(r.exit_code, 8) << r.Describe();
+  EXPECT_NE(r.err.find("the disk holding the store is full"), std::string::npos) << r.Describe();
+  ASSERT_SYS_OK(::unlink(filler.c_str()));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  for (int i = 0; i < 40; i++) EXPECT_TRUE(ReadFile(P("f" + std::to_string(i))) == data) << i;
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
 TEST_F(EnospcTest, FullStoreGivesEnospcAndStaysConsistent) {
   ASSERT_NO_FATAL_FAILURE(MountSmallStore());
 
