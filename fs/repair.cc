@@ -843,14 +843,20 @@ Status Repairer::RewriteCounters(bool asked) {
 Status Repairer::Salvage(bool* any) {
   *any = false;
   if (!repair_options_.salvage && !rep_->leveldb_repaired) return Status::OK();
-  std::vector<SalvagedFile> files;
-  SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), &files, progress_));
+  SalvageScan scan;
+  SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), &scan, progress_));
   if (!repair_options_.salvage) {
-    rep_->salvageable = files.size();
+    rep_->salvageable = scan.files.size();
     return Status::OK();
   }
+  if (scan.damaged_records > 0) {
+    Change("salvage: " + std::to_string(scan.damaged_records) +
+           " vLog records did not verify; " + std::to_string(scan.skipped_bytes) +
+           " bytes after them were passed over to the next record that does");
+  }
   const kv::Timespec now = Now();
-  for (const SalvagedFile& f : files) {
+  const uint32_t bs = store_->super().block_size;
+  for (const SalvagedFile& f : scan.files) {
     kv::InodeRecord r;
     r.ino = f.ino;
     r.mode = S_IFREG | 0600;  // whoever owned it, only root reads it until told
@@ -861,9 +867,11 @@ Status Repairer::Salvage(bool* any) {
     if (store_->super().version >= kv::kMetaFormatXattrCounts) r.xattr_list_bytes = 0;
     batch_.PutInode(r);
     for (const auto& [block, ptr] : f.blocks) batch_.PutBlock(f.ino, block, ptr);
-    const bool full_end = f.size % store_->super().block_size == 0;
-    Change("salvaged inode " + std::to_string(f.ino) + ": " + std::to_string(f.blocks.size()) +
-           " blocks, " + std::to_string(f.size) + " bytes, from vLog records no inode named" +
+    const bool full_end = f.size % bs == 0;
+    Change("salvaged inode " + std::to_string(f.ino) + ": " +
+           std::to_string(f.blocks.size() + f.kept) + " blocks (" + std::to_string(f.kept) +
+           " of them still pointed to), " + std::to_string(f.size) +
+           " bytes; its inode record was lost" +
            (full_end && store_->super().inline_max > 0
                 ? " (it ends with a full block: a last block of at most " +
                       std::to_string(store_->super().inline_max) +

@@ -1,24 +1,18 @@
 #include "fs/salvage.h"
 
+#include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "fs/inode.h"
 #include "kvstore/schema.h"
+#include "vlog/format.h"
 
 namespace sepfs::fs {
 
 namespace {
 
-struct Candidate {
-  vlog::BlockPtr ptr;
-  bool relocated = false;
-};
-
-// A user write beats a GC copy; among equals, the newer record wins.
-bool Better(const Candidate& a, const Candidate& b) {
-  if (a.relocated != b.relocated) return !a.relocated;
-  return a.ptr.seq > b.ptr.seq;
-}
+using Blocks = std::map<uint64_t, std::map<uint64_t, vlog::BlockPtr>>;  // ino -> block -> record
 
 Status ExistingInodes(kv::MetaStore* meta, std::set<uint64_t>* out) {
   return meta->ScanPrefix(std::string(1, kv::kTagInode),
@@ -29,38 +23,109 @@ Status ExistingInodes(kv::MetaStore* meta, std::set<uint64_t>* out) {
                           });
 }
 
+// Block values of inodes without a record that still hold their data: the
+// pointers whose records verify, and inline bytes. ino -> block -> length.
+Status SurvivingValues(Store* store, const std::set<uint64_t>& existing,
+                       std::map<uint64_t, std::map<uint64_t, uint64_t>>* out) {
+  std::string buf;
+  return store->meta()->ScanPrefix(
+      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
+        uint64_t ino = 0, block = 0;
+        kv::BlockValue v;
+        if (!kv::ParseBlockKey(key, &ino, &block) || existing.count(ino) ||
+            !kv::DecodeBlock(value, &v).ok()) {
+          return true;
+        }
+        buf.resize(v.length());
+        if (v.inlined || store->vlog()->Read(v.ptr, ino, block, buf.data()).ok()) {
+          (*out)[ino][block] = v.length();
+        }
+        return true;
+      });
+}
+
+// The offset of the next record magic in segment file `path` after `from`,
+// or 0 if there is none.
+uint64_t NextMagic(Env* env, const std::string& path, uint64_t from) {
+  std::unique_ptr<File> f;
+  if (!env->OpenFile(path, OpenMode::kRead, &f).ok()) return 0;
+  char magic[4];
+  for (int i = 0; i < 4; i++) magic[i] = static_cast<char>(vlog::kRecordMagic >> (8 * i));
+  constexpr size_t kChunk = 1 << 20;
+  std::string buf(kChunk + 3, '\0');
+  for (uint64_t off = from;;) {
+    size_t got = 0;
+    if (!f->Read(off, buf.size(), buf.data(), &got).ok() || got < 4) return 0;
+    const auto end = buf.begin() + static_cast<std::ptrdiff_t>(got);
+    const auto it = std::search(buf.begin(), end, magic, magic + 4);
+    if (it != end) return off + static_cast<uint64_t>(it - buf.begin());
+    off += got - 3;
+  }
+}
+
+// The newest verified record of each block of a missing inode in segment
+// `id`; after a record that does not verify, the scan resumes at the next
+// record magic.
+Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing,
+                   Blocks* found, SalvageScan* out) {
+  const std::string path = VlogDir(store->io_dir()) + "/" + vlog::SegmentFileName(id);
+  for (uint64_t from = 0;;) {
+    uint64_t bad = 0;
+    Status st = store->vlog()->ScanSegment(
+        id,
+        [&](const vlog::BlockPtr& ptr, const vlog::RecordHeader& h, std::string_view,
+            const Status& verified) {
+          if (!verified.ok()) {
+            bad = ptr.offset;
+            return false;
+          }
+          if (h.inode == 0 || existing.count(h.inode)) return true;
+          auto [it, fresh] = (*found)[h.inode].try_emplace(h.block, ptr);
+          if (!fresh && ptr.seq > it->second.seq) it->second = ptr;
+          return true;
+        },
+        from);
+    if (!st.ok()) return st.IsNotFound() ? Status::OK() : st;
+    if (bad == 0) return Status::OK();
+    out->damaged_records++;
+    const uint64_t next = NextMagic(store->env(), path, bad + 1);
+    if (next == 0) return Status::OK();  // the rest is passed over to the end
+    out->skipped_bytes += next - bad;
+    from = next;
+  }
+}
+
 }  // namespace
 
-Status FindSalvageable(Store* store, std::vector<SalvagedFile>* out,
-                       const FsckProgress& progress) {
+Status FindSalvageable(Store* store, SalvageScan* out, const FsckProgress& progress) {
   std::set<uint64_t> existing;
   SEPFS_RETURN_IF_ERROR(ExistingInodes(store->meta(), &existing));
-  std::map<uint64_t, std::map<uint64_t, Candidate>> found;  // ino -> block -> best
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> surviving;
+  SEPFS_RETURN_IF_ERROR(SurvivingValues(store, existing, &surviving));
+  Blocks found;
   for (const vlog::SegmentInfo& seg : store->vlog()->Segments()) {
     if (seg.damaged) continue;
     if (progress) progress("looking for records of lost files in segment " + std::to_string(seg.id));
-    Status st = store->vlog()->ScanSegment(
-        seg.id, [&](const vlog::BlockPtr& ptr, const vlog::RecordHeader& h, std::string_view,
-                    const Status& verified) {
-          if (!verified.ok()) return false;  // the rest of the segment is not trusted
-          if (h.inode == 0 || existing.count(h.inode)) return true;
-          const Candidate c{ptr, (h.flags & vlog::kRecordRelocated) != 0};
-          auto [it, fresh] = found[h.inode].try_emplace(h.block, c);
-          if (!fresh && Better(c, it->second)) it->second = c;
-          return true;
-        });
-    if (!st.ok() && !st.IsNotFound()) return st;
+    SEPFS_RETURN_IF_ERROR(ScanSegment(store, seg.id, existing, &found, out));
   }
+  for (const auto& [ino, blocks] : surviving) found.try_emplace(ino);
   const uint64_t bs = store->super().block_size;
   for (auto& [ino, blocks] : found) {
     SalvagedFile f;
     f.ino = ino;
-    for (const auto& [block, c] : blocks) {
-      f.blocks[block] = c.ptr;
-      f.size = std::max(f.size, block * bs + c.ptr.length);
-      f.sectors += SectorsOf(c.ptr.length);
+    const auto& kept = surviving[ino];
+    for (const auto& [block, length] : kept) {
+      f.kept++;
+      f.size = std::max(f.size, block * bs + length);
+      f.sectors += SectorsOf(length);
     }
-    out->push_back(std::move(f));
+    for (const auto& [block, ptr] : blocks) {
+      if (kept.count(block)) continue;
+      f.blocks[block] = ptr;
+      f.size = std::max(f.size, block * bs + ptr.length);
+      f.sectors += SectorsOf(ptr.length);
+    }
+    out->files.push_back(std::move(f));
   }
   return Status::OK();
 }

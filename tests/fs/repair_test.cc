@@ -852,5 +852,56 @@ TEST_F(RepairTest, DamagedModeOfAFileIsSetBackNotItsData) {
   }
 }
 
+// Salvage resumes after a record that does not verify (it stopped at it,
+// and every record after it in the segment was silently left behind, a
+// helper's probe), and keeps the block values that survived: an inode
+// record lost alone comes back with its pointers as they were.
+TEST_F(RepairTest, SalvagePassesOverADamagedRecordAndKeepsSurvivingPointers) {
+  std::vector<uint64_t> inos;
+  std::vector<std::string> datas;
+  for (int i = 0; i < 3; i++) {
+    inos.push_back(Create(kRoot, "f" + std::to_string(i)));
+    datas.push_back(Payload(20 + i, 2 * block_size()));
+    WriteFile(inos.back(), datas.back());
+  }
+  const uint64_t kept = Create(kRoot, "kept-pointers");
+  const std::string kept_data = Payload(30, 2 * block_size() + 6000);
+  WriteFile(kept, kept_data);
+  CloseFs();
+  const vlog::BlockPtr bad = Pointer(inos[1], 0);
+  ASSERT_EQ(bad.segment, Pointer(inos[2], 1).segment);
+  FlipByte(SegmentPath(bad.segment), bad.offset + vlog::kRecordHeaderSize + 99);
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    for (int i = 0; i < 3; i++) {
+      b->Delete(kv::InodeKey(inos[i]));
+      b->Delete(kv::DentryKey(kRoot, "f" + std::to_string(i)));
+      ASSERT_OK(meta->ScanPrefix(kv::BlockPrefix(inos[i]),
+                                 [&](std::string_view key, std::string_view) {
+                                   b->Delete(key);
+                                   return true;
+                                 }));
+    }
+    b->Delete(kv::InodeKey(kept));  // its entry and pointers stay
+  });
+  RepairOptions salvage;
+  salvage.salvage = true;
+  RepairReport rep;
+  ASSERT_OK(Repair(store_dir_, StoreOptions{}, &rep, nullptr, salvage));
+  EXPECT_TRUE(rep.after.errors.empty()) << Changes(rep);
+  EXPECT_NE(Changes(rep).find("salvage: 1 vLog records did not verify"), std::string::npos)
+      << Changes(rep);
+  EXPECT_NE(Changes(rep).find("salvaged inode " + std::to_string(kept) +
+                              ": 3 blocks (3 of them still pointed to)"),
+            std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(inos[0]) == datas[0]);
+  EXPECT_TRUE(ReadAll(inos[2]) == datas[2]) << "the records after the damaged one";
+  std::string second = datas[1];
+  std::fill(second.begin(), second.begin() + block_size(), '\0');  // its damaged block: a hole
+  EXPECT_TRUE(ReadAll(inos[1]) == second);
+  EXPECT_TRUE(ReadAll(kept) == kept_data);
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing
