@@ -205,17 +205,30 @@ Status Repairer::MendSuperblock() {
   if (st.ok() || st.err() == EPROTONOSUPPORT) return Status::OK();
   if (!st.IsNotFound() && !st.IsCorruption()) return st;
   const std::string damage = st.IsNotFound() ? "the record is missing" : st.ToString();
+  // The copy, if its block size fits the records (a copy from another store
+  // would drop or misplace every block); else a guess. Corruption met while
+  // reading the records waits for LevelDB's repair (this runs again after).
   std::string line;
   Status copy = ReadSuperblockCopy(env, dir_, &sb);
   if (copy.ok()) {
+    Status fits = CheckSuperblockAgainstRecords(env, dir_, meta.get(), sb);
+    if (fits.IsCorruption()) return Status::OK();
+    copy = fits;
+  }
+  if (copy.ok()) {
     line = "superblock: " + damage + "; restored it from " + SuperblockCopyPath(dir_);
   } else {
+    std::string why = "its copy is unusable (" + copy.ToString() + ")";
+    if (copy.IsNotFound()) why = "there is no copy (" + SuperblockCopyPath(dir_) + ")";
+    if (copy.err() == EINVAL) {
+      why = "its copy contradicts the records (" + std::string(copy.message()) + ")";
+    }
     std::string how;
     Status guess = GuessSuperblock(env, dir_, meta.get(), &sb, &how);
-    if (guess.IsNotFound()) return Status::OK();  // Store::Open says what it is not
+    if (guess.IsNotFound() || guess.IsCorruption()) return Status::OK();
     SEPFS_RETURN_IF_ERROR(guess);
-    line = "superblock: " + damage + ", and " + copy.ToString() +
-           "; rebuilt it from the store's records: " + how;
+    line = "superblock: " + damage + ", and " + why + "; rebuilt it from the store's records: " +
+           how;
   }
   FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, kv::SuperKey(), "superblock: " + damage};
   rep_->before.errors.push_back(f.message);

@@ -234,9 +234,16 @@ Status Store::OpenParts(const StoreOptions& options) {
   SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(io_dir_), mo, &meta_));
   std::string raw;
   Status st = meta_->Get(kv::SuperKey(), &raw);
-  if (st.IsNotFound()) return Status::Corruption(dir_ + ": superblock missing (not a sepfs store?)");
+  if (st.IsNotFound()) {
+    return Status::Corruption(dir_ + ": superblock missing (if this is a sepfs store, sepfs "
+                                     "fsck --repair restores it)");
+  }
   SEPFS_RETURN_IF_ERROR(st);
-  SEPFS_RETURN_IF_ERROR(kv::DecodeSuperblock(raw, &super_).WithContext(dir_));
+  st = kv::DecodeSuperblock(raw, &super_);
+  if (st.IsCorruption()) {
+    return st.WithContext(dir_ + " (sepfs fsck --repair restores the superblock)");
+  }
+  SEPFS_RETURN_IF_ERROR(st.WithContext(dir_));
   if (!options.read_only) KeepSuperblockCopy();
 
   if (env_->Exists(VlogDir(io_dir_)).IsNotFound()) {

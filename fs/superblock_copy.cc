@@ -34,7 +34,11 @@ Status WriteSuperblockCopy(Env* env, const std::string& store, const kv::Superbl
     SEPFS_RETURN_IF_ERROR(f->Write(0, record + Checksum(record)));
     SEPFS_RETURN_IF_ERROR(f->Sync());
   }
-  SEPFS_RETURN_IF_ERROR(env->RenameFile(tmp, SuperblockCopyPath(store)));
+  Status st = env->RenameFile(tmp, SuperblockCopyPath(store));
+  if (!st.ok()) {
+    (void)env->RemoveFile(tmp);  // e.g. a directory in the copy's place
+    return st;
+  }
   return env->SyncDir(store);
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -901,6 +902,87 @@ TEST_F(RepairTest, SalvagePassesOverADamagedRecordAndKeepsSurvivingPointers) {
   std::fill(second.begin(), second.begin() + block_size(), '\0');  // its damaged block: a hole
   EXPECT_TRUE(ReadAll(inos[1]) == second);
   EXPECT_TRUE(ReadAll(kept) == kept_data);
+}
+
+// A copy from another store (another block size) was trusted: the repair
+// then dropped every block of more than 4 KiB, or misplaced them past the
+// files' ends, and called the store clean (a helper's probe). A copy whose
+// block size contradicts the records is refused, and the superblock
+// rebuilt from them.
+TEST_F(RepairTest, SuperblockCopyFromAnotherStoreIsRefused) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(40, 5 * block_size() + 300);
+  WriteFile(f, data);
+  CloseFs();
+  for (uint32_t other_bs : {4096u, 1u << 20}) {
+    const std::string other = store_dir_ + "-other" + std::to_string(other_bs);
+    MkfsOptions mo;
+    mo.block_size = other_bs;
+    mo.segment_size = 4ull << 20;
+    ASSERT_OK(Mkfs(other, mo));
+    Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::SuperKey()); });
+    std::filesystem::copy_file(SuperblockCopyPath(other), SuperblockCopyPath(store_dir_),
+                               std::filesystem::copy_options::overwrite_existing);
+    RepairReport rep;
+    RepairClean(&rep);
+    EXPECT_NE(Changes(rep).find("its copy contradicts the records"), std::string::npos)
+        << Changes(rep);
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    EXPECT_EQ(Attr(f).size, data.size());
+    EXPECT_TRUE(ReadAll(f) == data) << other_bs;
+    CloseFs();
+  }
+}
+
+// A sparse file's blocks and a file of one short block fit block sizes of
+// 32 KiB as well as 64 KiB; the guess took 32 KiB and moved the data of
+// the sparse file to half its offsets (a helper's probe). It prefers the
+// default when the records allow it.
+TEST_F(RepairTest, GuessedBlockSizePrefersTheDefaultForSparseFiles) {
+  const uint64_t sparse = Create(kRoot, "sparse"), small = Create(kRoot, "small");
+  const std::string chunk = Payload(41, 4096);
+  for (uint64_t off : {0ull, 1ull << 20, 5ull << 20, 40ull << 20}) {
+    ASSERT_OK(fs_->Write(sparse, off, chunk));
+  }
+  SetSize(sparse, 64ull << 20);
+  ASSERT_OK(fs_->Fsync(sparse, false));
+  WriteFile(small, Payload(42, 20000));
+  CloseFs();
+  Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::SuperKey()); });
+  ASSERT_EQ(::unlink(SuperblockCopyPath(store_dir_).c_str()), 0);
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("block size 64 KiB"), std::string::npos) << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  for (uint64_t off : {0ull, 1ull << 20, 5ull << 20, 40ull << 20}) {
+    std::string got;
+    ASSERT_OK(fs_->Read(sparse, off, chunk.size(), &got));
+    EXPECT_TRUE(got == chunk) << off;
+  }
+}
+
+// With the superblock, its copy and the root directory all lost (one
+// table held them), the segments still say it is a sepfs store: the
+// superblock is rebuilt, the root made again, and the files reachable
+// through /lost+found. It said "superblock missing (not a sepfs store?)",
+// so --salvage could not run either.
+TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(43, 2 * block_size() + 7000);
+  WriteFile(f, data);
+  CloseFs();
+  Damage([](kv::MetaStore*, kv::Batch* b) {
+    b->Delete(kv::SuperKey());
+    b->Delete(kv::InodeKey(1));
+  });
+  ASSERT_EQ(::unlink(SuperblockCopyPath(store_dir_).c_str()), 0);
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("rebuilt it from the store's records"), std::string::npos)
+      << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(InoOf(InoOf(kRoot, "lost+found"), "#" + std::to_string(f)), f);
+  EXPECT_TRUE(ReadAll(f) == data);
 }
 
 }  // namespace
