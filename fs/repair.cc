@@ -135,7 +135,7 @@ class Repairer {
   Status RewriteCounters(bool asked);
   // Inode records (no entry: the passes move them to lost+found) and block
   // pointers for what FindSalvageable found; *any: something was written.
-  Status Salvage(bool* any);
+  Status Salvage(const FsckReport& first, bool* any);
   void LearnPaths(const FsckReport& r);
   std::string Describe(uint64_t ino);
   std::string DescribeDentry(std::string_view key);
@@ -853,11 +853,17 @@ Status Repairer::RewriteCounters(bool asked) {
   return Status::OK();
 }
 
-Status Repairer::Salvage(bool* any) {
+Status Repairer::Salvage(const FsckReport& first, bool* any) {
   *any = false;
   if (!repair_options_.salvage && !rep_->leveldb_repaired) return Status::OK();
+  std::set<uint64_t> lost_pointers;  // allocation counts above what the pointers hold
+  for (const auto& f : first.findings) {
+    if (f.kind != FsckKind::kBlockCount) continue;
+    kv::InodeRecord r;
+    if (meta_->GetInode(f.ino, &r).ok() && r.blocks > f.value) lost_pointers.insert(f.ino);
+  }
   SalvageScan scan;
-  SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), &scan, progress_));
+  SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), lost_pointers, &scan, progress_));
   if (!repair_options_.salvage) {
     rep_->salvageable = scan.files.size();
     return Status::OK();
@@ -870,6 +876,14 @@ Status Repairer::Salvage(bool* any) {
   const kv::Timespec now = Now();
   const uint32_t bs = store_->super().block_size;
   for (const SalvagedFile& f : scan.files) {
+    if (f.has_record) {
+      for (const auto& [block, ptr] : f.blocks) batch_.PutBlock(f.ino, block, ptr);
+      Change(Describe(f.ino) + ": pointed " + std::to_string(f.blocks.size()) +
+             " blocks inside its size, whose pointers were lost, to their newest vLog records");
+      SEPFS_RETURN_IF_ERROR(Commit(false));
+      *any = true;
+      continue;
+    }
     kv::InodeRecord r;
     r.ino = f.ino;
     r.mode = S_IFREG | 0600;  // whoever owned it, only root reads it until told
@@ -920,7 +934,7 @@ Status Repairer::Run() {
     }
   }
   bool salvaged = false;
-  SEPFS_RETURN_IF_ERROR(Salvage(&salvaged));
+  SEPFS_RETURN_IF_ERROR(Salvage(r, &salvaged));
   if (salvaged) {  // check again: the passes name what was salvaged
     r = FsckReport();
     SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));

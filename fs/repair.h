@@ -31,6 +31,8 @@
 //   vLog records of inodes without a record (only with
 //     RepairOptions::salvage)  an inode for each, which the passes above
 //                          then move to lost+found (fs/salvage.h)
+//   ... of files that lost block pointers (only with salvage)
+//                          pointers for the blocks inside the size
 //
 // Each fix is one atomic LevelDB batch (several fixes may share one);
 // everything is synced before Repair returns. Every change is reported as
@@ -52,7 +54,8 @@ struct RepairReport {
   std::vector<std::string> changes;  // what was changed, in order
   bool leveldb_repaired = false;     // leveldb::RepairDB ran
   // After leveldb::RepairDB, without RepairOptions::salvage: files the vLog
-  // holds records of while no inode names them (what salvage would rebuild).
+  // holds records of while no inode names them, or that lost pointers to
+  // them (what salvage would bring back).
   uint64_t salvageable = 0;
   bool changed() const { return !changes.empty(); }
 };

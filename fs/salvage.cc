@@ -4,6 +4,8 @@
 #include <cstring>
 #include <set>
 
+#include <sys/stat.h>
+
 #include "fs/inode.h"
 #include "kvstore/schema.h"
 #include "vlog/format.h"
@@ -67,7 +69,7 @@ uint64_t NextMagic(Env* env, const std::string& path, uint64_t from) {
 // `id`; after a record that does not verify, the scan resumes at the next
 // record magic.
 Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing,
-                   Blocks* found, SalvageScan* out) {
+                   const std::set<uint64_t>& lost_pointers, Blocks* found, SalvageScan* out) {
   const std::string path = VlogDir(store->io_dir()) + "/" + vlog::SegmentFileName(id);
   for (uint64_t from = 0;;) {
     uint64_t bad = 0;
@@ -79,7 +81,9 @@ Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing
             bad = ptr.offset;
             return false;
           }
-          if (h.inode == 0 || existing.count(h.inode)) return true;
+          if (h.inode == 0 || (existing.count(h.inode) && !lost_pointers.count(h.inode))) {
+            return true;
+          }
           auto [it, fresh] = (*found)[h.inode].try_emplace(h.block, ptr);
           if (!fresh && ptr.seq > it->second.seq) it->second = ptr;
           return true;
@@ -97,7 +101,28 @@ Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing
 
 }  // namespace
 
-Status FindSalvageable(Store* store, SalvageScan* out, const FsckProgress& progress) {
+// The blocks of file ino inside its size that no pointer names, from found.
+Status LostBlocks(Store* store, uint64_t ino, const std::map<uint64_t, vlog::BlockPtr>& found,
+                  SalvagedFile* f) {
+  kv::InodeRecord r;
+  SEPFS_RETURN_IF_ERROR(store->meta()->GetInode(ino, &r));
+  if (!S_ISREG(r.mode)) return Status::OK();
+  const uint64_t bs = store->super().block_size;
+  for (const auto& [block, ptr] : found) {
+    if (block * bs >= r.size) continue;
+    std::string unused;
+    Status st = store->meta()->Get(kv::BlockKey(ino, block), &unused);
+    if (st.ok()) continue;
+    if (!st.IsNotFound()) return st;
+    f->blocks[block] = ptr;
+    f->sectors += SectorsOf(ptr.length);
+  }
+  f->size = r.size;
+  return Status::OK();
+}
+
+Status FindSalvageable(Store* store, const std::set<uint64_t>& lost_pointers, SalvageScan* out,
+                       const FsckProgress& progress) {
   std::set<uint64_t> existing;
   SEPFS_RETURN_IF_ERROR(ExistingInodes(store->meta(), &existing));
   std::map<uint64_t, std::map<uint64_t, uint64_t>> surviving;
@@ -106,13 +131,19 @@ Status FindSalvageable(Store* store, SalvageScan* out, const FsckProgress& progr
   for (const vlog::SegmentInfo& seg : store->vlog()->Segments()) {
     if (seg.damaged) continue;
     if (progress) progress("looking for records of lost files in segment " + std::to_string(seg.id));
-    SEPFS_RETURN_IF_ERROR(ScanSegment(store, seg.id, existing, &found, out));
+    SEPFS_RETURN_IF_ERROR(ScanSegment(store, seg.id, existing, lost_pointers, &found, out));
   }
   for (const auto& [ino, blocks] : surviving) found.try_emplace(ino);
   const uint64_t bs = store->super().block_size;
   for (auto& [ino, blocks] : found) {
     SalvagedFile f;
     f.ino = ino;
+    if (existing.count(ino)) {
+      f.has_record = true;
+      SEPFS_RETURN_IF_ERROR(LostBlocks(store, ino, blocks, &f));
+      if (!f.blocks.empty()) out->files.push_back(std::move(f));
+      continue;
+    }
     const auto& kept = surviving[ino];
     for (const auto& [block, length] : kept) {
       f.kept++;

@@ -23,10 +23,16 @@
 //     block of a file when it was no longer than the inline limit.
 // A record that does not verify is skipped, and the scan resumes at the
 // next record that does.
+//
+// Files that kept their inode record but lost block pointers (their
+// allocation count says more than their pointers hold: the pointers were in
+// a dropped table) get the same treatment for the blocks inside their size
+// that no pointer names.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "fs/fsck.h"
@@ -36,6 +42,7 @@ namespace sepfs::fs {
 
 struct SalvagedFile {
   uint64_t ino = 0;
+  bool has_record = false;  // an inode that lost pointers: only blocks are added
   std::map<uint64_t, vlog::BlockPtr> blocks;  // block number -> record found in the vLog
   uint64_t kept = 0;     // block values that survived in the metadata store
   uint64_t size = 0;     // end of the furthest block's data
@@ -49,7 +56,9 @@ struct SalvageScan {
 };
 
 // Scans every segment whose header is intact for verified records of
-// inodes that have no inode record in the store.
-Status FindSalvageable(Store* store, SalvageScan* out, const FsckProgress& progress);
+// inodes that have no inode record in the store, and of the regular files
+// in lost_pointers (inodes that lost block pointers).
+Status FindSalvageable(Store* store, const std::set<uint64_t>& lost_pointers, SalvageScan* out,
+                       const FsckProgress& progress);
 
 }  // namespace sepfs::fs
