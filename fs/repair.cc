@@ -161,6 +161,13 @@ class Repairer {
 Status Repairer::OpenStore() {
   store_.reset();
   meta_ = nullptr;
+  Env* env = options_.env ? options_.env : Env::Default();
+  if (!rep_->leveldb_repaired && LooksLikeDamagedStore(env, dir_)) {
+    FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, "", MetaDir(dir_) + "/CURRENT missing"};
+    rep_->before.errors.push_back(f.message);
+    rep_->before.findings.push_back(std::move(f));
+    SEPFS_RETURN_IF_ERROR(RepairLevelDb("its CURRENT file is missing"));
+  }
   SEPFS_RETURN_IF_ERROR(MendSuperblock());
   Status st = Store::Open(dir_, options_, &store_);
   if (st.IsCorruption() && !rep_->leveldb_repaired) {

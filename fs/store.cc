@@ -26,6 +26,11 @@ bool LooksLikeStore(Env* env, const std::string& dir) {
   return env->Exists(MetaDir(dir) + "/CURRENT").ok();
 }
 
+bool LooksLikeDamagedStore(Env* env, const std::string& dir) {
+  return !LooksLikeStore(env, dir) && env->Exists(MetaDir(dir)).ok() &&
+         (env->Exists(SuperblockCopyPath(dir)).ok() || env->Exists(VlogDir(dir)).ok());
+}
+
 std::string StoreMountPoint(const std::string& dir) {
   struct stat want;
   if (::stat(dir.c_str(), &want) != 0) return "";
@@ -202,6 +207,10 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
   }
   if (!st.ok()) return Status::FromErrno(st.err(), dir + ": cannot reach the store directory");
   if (!LooksLikeStore(s->env_, dir)) {
+    if (LooksLikeDamagedStore(s->env_, dir)) {
+      return Status::Corruption(dir + ": meta/CURRENT is missing while the rest of a store is "
+                                      "there: sepfs fsck --repair rebuilds the metadata index");
+    }
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }
   SEPFS_RETURN_IF_ERROR(LockStore(s->env_, dir, options.lock_wait_sec, &s->lock_));

@@ -128,5 +128,8 @@ std::string LockPath(const std::string& store);
 std::string NewStoreUuid();
 // True when dir looks like a store (has meta/CURRENT).
 bool LooksLikeStore(Env* env, const std::string& dir);
+// True when dir has no meta/CURRENT but a meta/ and a superblock copy or a
+// vlog/: a store whose metadata index was lost, for fsck --repair.
+bool LooksLikeDamagedStore(Env* env, const std::string& dir);
 
 }  // namespace sepfs::fs

@@ -1019,5 +1019,26 @@ TEST_F(RepairTest, SalvageRestoresLostPointersOfAFileThatKeptItsInode) {
   }
 }
 
+// LevelDB's CURRENT lost: every open said "not a sepfs store (no
+// meta/CURRENT; run sepfs mkfs)", advice that would cost the data, and
+// the repair refused the store too. Opens now say to repair, and the
+// repair rebuilds the index with leveldb::RepairDB.
+TEST_F(RepairTest, MissingCurrentFileIsRepairedNotCalledANewStore) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(45, 2 * block_size() + 100);
+  WriteFile(f, data);
+  CloseFs();
+  ASSERT_EQ(::unlink((MetaDir(store_dir_) + "/CURRENT").c_str()), 0);
+  std::unique_ptr<Store> s;
+  Status st = Store::Open(store_dir_, StoreOptions{}, &s);
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.ToString().find("sepfs fsck --repair"), std::string::npos) << st.ToString();
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(rep.leveldb_repaired) << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == data);
+}
+
 }  // namespace
 }  // namespace sepfs::fs::testing
