@@ -81,6 +81,14 @@ class RepairTest : public FsTest {
     ASSERT_OK(fs_->Fsync(ino, false));
   }
 
+  // A file `name` in the root holding data, written, and the store closed.
+  uint64_t CreateFileAndClose(const std::string& name, const std::string& data) {
+    const uint64_t ino = Create(kRoot, name);
+    WriteFile(ino, data);
+    CloseFs();
+    return ino;
+  }
+
   // A file written, the store closed and its segment counters damaged:
   // the check before the repair finds them wrong, the repair rewrites them
   // from a recount, and the file reads back (the Filesystem is open after).
@@ -542,10 +550,8 @@ TEST_F(RepairTest, LostPointersFixTheAllocationCount) {
 
 TEST_F(RepairTest, LostSizeUpdateIsRestoredFromVerifiedBlocks) {
   const uint32_t bs = block_size();
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(9, 3 * bs - 10);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   // As when LevelDB repair resurrects an older inode record.
   Damage([&](kv::MetaStore* meta, kv::Batch* b) {
     kv::InodeRecord r;
@@ -569,10 +575,8 @@ TEST_F(RepairTest, LostSizeUpdateIsRestoredFromVerifiedBlocks) {
 // verifies on its own, so repair gives the segment a new header and the
 // file keeps its bytes.
 TEST_F(RepairTest, DamagedSegmentHeaderIsRewrittenAndItsRecordsKept) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(11, 2 * block_size());
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   const uint32_t seg = Pointer(f, 0).segment;
   FlipByte(SegmentPath(seg), 20);  // inside the header's create_time
   RepairReport rep;
@@ -615,10 +619,8 @@ TEST_F(RepairTest, DamagedSegmentIsDeletedAfterItsBadRecords) {
 // deleted). The repair writes it back from STORE/superblock, exactly: this
 // store's 4 MiB segments would be guessed as 64 MiB.
 TEST_F(RepairTest, DamagedSuperblockIsRestoredFromItsCopy) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(12, 3 * block_size() + 100);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   kv::Superblock want;
   {
     auto opened = OpenStore();
@@ -910,10 +912,8 @@ TEST_F(RepairTest, SalvagePassesOverADamagedRecordAndKeepsSurvivingPointers) {
 // block size contradicts the records is refused, and the superblock
 // rebuilt from them.
 TEST_F(RepairTest, SuperblockCopyFromAnotherStoreIsRefused) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(40, 5 * block_size() + 300);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   for (uint32_t other_bs : {4096u, 1u << 20}) {
     const std::string other = store_dir_ + "-other" + std::to_string(other_bs);
     MkfsOptions mo;
@@ -967,10 +967,8 @@ TEST_F(RepairTest, GuessedBlockSizePrefersTheDefaultForSparseFiles) {
 // through /lost+found. It said "superblock missing (not a sepfs store?)",
 // so --salvage could not run either.
 TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(43, 2 * block_size() + 7000);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   Damage([](kv::MetaStore*, kv::Batch* b) {
     b->Delete(kv::SuperKey());
     b->Delete(kv::InodeKey(1));
@@ -991,10 +989,8 @@ TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
 // blocks inside its size back to their records; a plain repair still
 // leaves holes.
 TEST_F(RepairTest, SalvageRestoresLostPointersOfAFileThatKeptItsInode) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(44, 3 * block_size() + 9000);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   for (bool salvage : {false, true}) {
     Damage([&](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::BlockKey(f, 1)); });
     RepairOptions options;
@@ -1024,10 +1020,8 @@ TEST_F(RepairTest, SalvageRestoresLostPointersOfAFileThatKeptItsInode) {
 // the repair refused the store too. Opens now say to repair, and the
 // repair rebuilds the index with leveldb::RepairDB.
 TEST_F(RepairTest, MissingCurrentFileIsRepairedNotCalledANewStore) {
-  const uint64_t f = Create(kRoot, "f");
   const std::string data = Payload(45, 2 * block_size() + 100);
-  WriteFile(f, data);
-  CloseFs();
+  const uint64_t f = CreateFileAndClose("f", data);
   ASSERT_EQ(::unlink((MetaDir(store_dir_) + "/CURRENT").c_str()), 0);
   std::unique_ptr<Store> s;
   Status st = Store::Open(store_dir_, StoreOptions{}, &s);
