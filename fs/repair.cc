@@ -619,10 +619,16 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
         batch_.Delete(f.key);
         Change("deleted undecodable directory entry " + kv::DescribeKey(f.key));
         break;
-      case FsckKind::kDentryBadParent:
+      case FsckKind::kDentryBadParent: {
+        uint64_t parent = 0;
+        std::string_view name;
+        if (root_missing && kv::ParseDentryKey(f.key, &parent, &name) && parent == 1) {
+          break;  // the root made again above keeps its entries (next pass checks them)
+        }
         batch_.Delete(f.key);
         Change("deleted " + DescribeDentry(f.key) + ": parent is not an existing directory");
         break;
+      }
       case FsckKind::kDentryMissingInode:
         batch_.Delete(f.key);
         Change("deleted " + DescribeDentry(f.key) + ": it named missing inode " +
