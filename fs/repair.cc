@@ -79,6 +79,7 @@ class Repairer {
       : dir_(std::move(dir)),
         options_(options),
         repair_options_(repair_options),
+        env_(options.env ? options.env : Env::Default()),
         rep_(rep),
         progress_(progress) {}
 
@@ -94,8 +95,8 @@ class Repairer {
   Status RecoverLevelDbLogs();
   Status RepairLevelDb(const std::string& why);
   // kv::BlankDamagedLogRecordsInFile on each of LevelDB's logs, each
-  // reported; *blanked: the records blanked in all.
-  Status BlankDamagedLogRecords(uint64_t* blanked);
+  // log changed reported.
+  Status BlankDamagedLogRecords();
   // A superblock record that is missing or does not decode is written from
   // STORE/superblock, or else from GuessSuperblock. Nothing happens when
   // LevelDB does not open (its own recovery comes first), when the record
@@ -143,6 +144,7 @@ class Repairer {
   const std::string dir_;
   const StoreOptions options_;
   const RepairOptions repair_options_;
+  Env* const env_;  // the store's files, LOCK and the logs
   RepairReport* rep_;
   const FsckProgress& progress_;
   std::unique_ptr<Store> store_;
@@ -161,8 +163,7 @@ class Repairer {
 Status Repairer::OpenStore() {
   store_.reset();
   meta_ = nullptr;
-  Env* env = options_.env ? options_.env : Env::Default();
-  if (!rep_->leveldb_repaired && LooksLikeDamagedStore(env, dir_)) {
+  if (!rep_->leveldb_repaired && LooksLikeDamagedStore(env_, dir_)) {
     FsckFinding f{FsckKind::kMetaCorrupt, true, 0, 0, 0, "", MetaDir(dir_) + "/CURRENT missing"};
     rep_->before.errors.push_back(f.message);
     rep_->before.findings.push_back(std::move(f));
@@ -198,9 +199,8 @@ Status Repairer::OpenStore() {
 }
 
 Status Repairer::MendSuperblock() {
-  Env* env = options_.env ? options_.env : Env::Default();
   std::unique_ptr<FileLock> lock;
-  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
+  SEPFS_RETURN_IF_ERROR(env_->LockFile(LockPath(dir_), &lock));
   kv::MetaOptions mo;
   mo.env = options_.leveldb_env;
   std::unique_ptr<kv::MetaStore> meta;
@@ -216,9 +216,9 @@ Status Repairer::MendSuperblock() {
   // would drop or misplace every block); else a guess. Corruption met while
   // reading the records waits for LevelDB's repair (this runs again after).
   std::string line;
-  Status copy = ReadSuperblockCopy(env, dir_, &sb);
+  Status copy = ReadSuperblockCopy(env_, dir_, &sb);
   if (copy.ok()) {
-    Status fits = CheckSuperblockAgainstRecords(env, dir_, meta.get(), sb);
+    Status fits = CheckSuperblockAgainstRecords(env_, dir_, meta.get(), sb);
     if (fits.IsCorruption()) return Status::OK();
     copy = fits;
   }
@@ -231,7 +231,7 @@ Status Repairer::MendSuperblock() {
       why = "its copy contradicts the records (" + std::string(copy.message()) + ")";
     }
     std::string how;
-    Status guess = GuessSuperblock(env, dir_, meta.get(), &sb, &how);
+    Status guess = GuessSuperblock(env_, dir_, meta.get(), &sb, &how);
     if (guess.IsNotFound() || guess.IsCorruption()) return Status::OK();
     SEPFS_RETURN_IF_ERROR(guess);
     line = "superblock: " + damage + ", and " + why + "; rebuilt it from the store's records: " +
@@ -249,9 +249,8 @@ Status Repairer::MendSuperblock() {
 
 Status Repairer::OnLevelDb(bool paranoid, const std::string& what,
                            const std::function<leveldb::Status(const leveldb::Options&)>& fn) {
-  Env* env = options_.env ? options_.env : Env::Default();
   std::unique_ptr<FileLock> lock;
-  SEPFS_RETURN_IF_ERROR(env->LockFile(LockPath(dir_), &lock));
+  SEPFS_RETURN_IF_ERROR(env_->LockFile(LockPath(dir_), &lock));
   std::unique_ptr<const leveldb::FilterPolicy> filter(
       leveldb::NewBloomFilterPolicy(kBloomBitsPerKey));
   leveldb::Options lo;
@@ -272,19 +271,17 @@ Status Repairer::RecoverLevelDbLogs() {
   });
 }
 
-Status Repairer::BlankDamagedLogRecords(uint64_t* blanked) {
-  Env* env = options_.env ? options_.env : Env::Default();
+Status Repairer::BlankDamagedLogRecords() {
   std::vector<std::string> names;
-  SEPFS_RETURN_IF_ERROR(env->ListDir(MetaDir(dir_), &names));
+  SEPFS_RETURN_IF_ERROR(env_->ListDir(MetaDir(dir_), &names));
   for (const std::string& name : names) {
     if (!name.ends_with(".log")) continue;
     uint64_t n = 0;
-    SEPFS_RETURN_IF_ERROR(kv::BlankDamagedLogRecordsInFile(env, MetaDir(dir_) + "/" + name, &n));
+    SEPFS_RETURN_IF_ERROR(kv::BlankDamagedLogRecordsInFile(env_, MetaDir(dir_) + "/" + name, &n));
     if (n > 0) {
       Change("metadata log " + MetaDir(dir_) + "/" + name + ": blanked " + std::to_string(n) +
              " records whose checksum failed (with the rest of their 32 KiB block)");
     }
-    *blanked += n;
   }
   return Status::OK();
 }
@@ -295,8 +292,7 @@ Status Repairer::RepairLevelDb(const std::string& why) {
   // dropped.
   SEPFS_RETURN_IF_ERROR(OnLevelDb(
       /*paranoid=*/true, "running leveldb::RepairDB on", [&](const leveldb::Options& lo) {
-        uint64_t blanked = 0;
-        if (Status st = BlankDamagedLogRecords(&blanked); !st.ok()) {
+        if (Status st = BlankDamagedLogRecords(); !st.ok()) {
           return leveldb::Status::IOError(st.ToString());
         }
         return leveldb::RepairDB(MetaDir(dir_), lo);
