@@ -215,13 +215,13 @@ Status Repairer::MendSuperblock() {
   // The copy, if its block size fits the records (a copy from another store
   // would drop or misplace every block); else a guess. Corruption met while
   // reading the records waits for LevelDB's repair (this runs again after).
+  SuperblockEvidence evidence;
+  Status gathered = SuperblockEvidence::Gather(env_, dir_, meta.get(), &evidence);
+  if (gathered.IsCorruption()) return Status::OK();
+  SEPFS_RETURN_IF_ERROR(gathered);
   std::string line;
   Status copy = ReadSuperblockCopy(env_, dir_, &sb);
-  if (copy.ok()) {
-    Status fits = CheckSuperblockAgainstRecords(env_, dir_, meta.get(), sb);
-    if (fits.IsCorruption()) return Status::OK();
-    copy = fits;
-  }
+  if (copy.ok()) copy = evidence.Check(sb);
   if (copy.ok()) {
     line = "superblock: " + damage + "; restored it from " + SuperblockCopyPath(dir_);
   } else {
@@ -231,7 +231,7 @@ Status Repairer::MendSuperblock() {
       why = "its copy contradicts the records (" + std::string(copy.message()) + ")";
     }
     std::string how;
-    Status guess = GuessSuperblock(env_, dir_, meta.get(), &sb, &how);
+    Status guess = evidence.Guess(&sb, &how);
     if (guess.IsNotFound() || guess.IsCorruption()) return Status::OK();
     SEPFS_RETURN_IF_ERROR(guess);
     line = "superblock: " + damage + ", and " + why + "; rebuilt it from the store's records: " +

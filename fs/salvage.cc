@@ -99,8 +99,6 @@ Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing
   }
 }
 
-}  // namespace
-
 // The blocks of file ino inside its size that no pointer names, from found.
 Status LostBlocks(Store* store, uint64_t ino, const std::map<uint64_t, vlog::BlockPtr>& found,
                   SalvagedFile* f) {
@@ -120,6 +118,8 @@ Status LostBlocks(Store* store, uint64_t ino, const std::map<uint64_t, vlog::Blo
   f->size = r.size;
   return Status::OK();
 }
+
+}  // namespace
 
 Status FindSalvageable(Store* store, const std::set<uint64_t>& lost_pointers, SalvageScan* out,
                        const FsckProgress& progress) {

@@ -18,19 +18,20 @@ namespace {
 constexpr uint32_t kDefaultBlockSize = 64 * 1024;
 constexpr uint64_t kDefaultSegmentSize = 64ull << 20;
 
-struct Evidence {
-  uint64_t longest_value = 0;   // data bytes of the longest block value
-  uint64_t longest_inline = 0;  // of the inline ones
-  uint64_t furthest_end = 0;    // end of the furthest record in its segment
-  uint64_t longest_file = 0;    // of the segment files
-  uint64_t segment_files = 0;
-  uint64_t values = 0;
-  bool root = false;
-  // Regular files with a block past block 0: (last block number, size).
-  std::vector<std::pair<uint64_t, uint64_t>> last_blocks;
-};
+std::string Size(uint64_t bytes) {
+  return bytes % (1 << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
+                                : std::to_string(bytes >> 10) + " KiB";
+}
 
-Status ScanMetadata(kv::MetaStore* meta, Evidence* ev) {
+}  // namespace
+
+Status SuperblockEvidence::Gather(Env* env, const std::string& store, kv::MetaStore* meta,
+                                  SuperblockEvidence* out) {
+  SEPFS_RETURN_IF_ERROR(out->ScanMetadata(meta));
+  return out->ScanSegmentFiles(env, store);
+}
+
+Status SuperblockEvidence::ScanMetadata(kv::MetaStore* meta) {
   std::unordered_map<uint64_t, uint64_t> sizes;  // regular files
   SEPFS_RETURN_IF_ERROR(meta->ScanPrefix(std::string(1, kv::kTagInode),
                                          [&](std::string_view key, std::string_view value) {
@@ -39,7 +40,7 @@ Status ScanMetadata(kv::MetaStore* meta, Evidence* ev) {
                                            if (kv::ParseInodeKey(key, &ino) &&
                                                kv::DecodeInode(value, &r).ok()) {
                                              if (S_ISREG(r.mode)) sizes[ino] = r.size;
-                                             ev->root |= ino == 1 && S_ISDIR(r.mode);
+                                             root_ |= ino == 1 && S_ISDIR(r.mode);
                                            }
                                            return true;
                                          }));
@@ -51,21 +52,21 @@ Status ScanMetadata(kv::MetaStore* meta, Evidence* ev) {
         if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlock(value, &v).ok()) {
           return true;  // fsck reports it; it tells nothing
         }
-        ev->values++;
-        ev->longest_value = std::max(ev->longest_value, v.length());
+        values_++;
+        longest_value_ = std::max(longest_value_, v.length());
         if (v.inlined) {
-          ev->longest_inline = std::max(ev->longest_inline, v.length());
+          longest_inline_ = std::max(longest_inline_, v.length());
         } else {
-          ev->furthest_end = std::max(ev->furthest_end, v.ptr.offset + v.ptr.record_size());
+          furthest_end_ = std::max(furthest_end_, v.ptr.offset + v.ptr.record_size());
         }
         if (block > 0 && sizes.count(ino)) last[ino] = std::max(last[ino], block);
         return true;
       }));
-  for (const auto& [ino, block] : last) ev->last_blocks.emplace_back(block, sizes[ino]);
+  for (const auto& [ino, block] : last) last_blocks_.emplace_back(block, sizes[ino]);
   return Status::OK();
 }
 
-Status ScanSegmentFiles(Env* env, const std::string& store, Evidence* ev) {
+Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) {
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env->ListDir(VlogDir(store), &names));
   for (const std::string& name : names) {
@@ -78,31 +79,24 @@ Status ScanSegmentFiles(Env* env, const std::string& store, Evidence* ev) {
         !f->Size(&size).ok() || size > kv::kMaxSegmentSize) {
       continue;  // not a segment this store could have written
     }
-    ev->segment_files += segment;
-    ev->longest_file = std::max(ev->longest_file, size);
+    segment_files_ += segment;
+    longest_file_ = std::max(longest_file_, size);
   }
   return Status::OK();
 }
 
-Status Gather(Env* env, const std::string& store, kv::MetaStore* meta, Evidence* ev) {
-  SEPFS_RETURN_IF_ERROR(ScanMetadata(meta, ev));
-  return ScanSegmentFiles(env, store, ev);
-}
-
-// Files whose last block would start at or past their size.
-uint64_t Violations(const Evidence& ev, uint64_t bs) {
+uint64_t SuperblockEvidence::Violations(uint64_t bs) const {
   uint64_t n = 0;
-  for (const auto& [block, size] : ev.last_blocks) n += block >= (size + bs - 1) / bs;
+  for (const auto& [block, size] : last_blocks_) n += block >= (size + bs - 1) / bs;
   return n;
 }
 
-// 0 when no block size holds the longest value.
-uint64_t BestBlockSize(const Evidence& ev, uint64_t* violations) {
+uint64_t SuperblockEvidence::BestBlockSize(uint64_t* violations) const {
   uint64_t best = 0;
   *violations = UINT64_MAX;
   for (uint64_t bs = kv::kMinBlockSize; bs <= kv::kMaxBlockSize; bs *= 2) {
-    if (bs < ev.longest_value) continue;
-    const uint64_t v = Violations(ev, bs);
+    if (bs < longest_value_) continue;
+    const uint64_t v = Violations(bs);
     if (v < *violations || (v == *violations && bs == kDefaultBlockSize)) {
       best = bs;
       *violations = v;
@@ -111,47 +105,37 @@ uint64_t BestBlockSize(const Evidence& ev, uint64_t* violations) {
   return best;
 }
 
-std::string Size(uint64_t bytes) {
-  return bytes % (1 << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
-                                : std::to_string(bytes >> 10) + " KiB";
-}
-
-}  // namespace
-
-Status GuessSuperblock(Env* env, const std::string& store, kv::MetaStore* meta,
-                       kv::Superblock* sb, std::string* how) {
-  Evidence ev;
-  SEPFS_RETURN_IF_ERROR(Gather(env, store, meta, &ev));
-  if (!ev.root && ev.segment_files == 0) {
+Status SuperblockEvidence::Guess(kv::Superblock* sb, std::string* how) const {
+  if (!root_ && segment_files_ == 0) {
     return Status::NotFound("neither a root directory nor a vLog segment to guess a "
                             "superblock from (not a sepfs store?)");
   }
   uint64_t violations = 0;
-  const uint64_t bs = BestBlockSize(ev, &violations);
+  const uint64_t bs = BestBlockSize(&violations);
   if (bs == 0) {
-    return Status::Corruption("a block value of " + std::to_string(ev.longest_value) +
+    return Status::Corruption("a block value of " + std::to_string(longest_value_) +
                               " bytes is longer than any block size: cannot guess the "
                               "superblock");
   }
   kv::Superblock out;
   out.block_size = static_cast<uint32_t>(bs);
-  const uint64_t end = std::max(ev.furthest_end, ev.longest_file);
+  const uint64_t end = std::max(furthest_end_, longest_file_);
   out.segment_size = std::min(std::max(kDefaultSegmentSize, std::bit_ceil(end)),
                               kv::kMaxSegmentSize);
   out.inline_max = kv::DefaultInlineMax(out.block_size);
-  if (ev.longest_inline > out.inline_max &&
-      kv::ValidInlineMax(static_cast<uint32_t>(ev.longest_inline), out.block_size)) {
-    out.inline_max = static_cast<uint32_t>(ev.longest_inline);
+  if (longest_inline_ > out.inline_max &&
+      kv::ValidInlineMax(static_cast<uint32_t>(longest_inline_), out.block_size)) {
+    out.inline_max = static_cast<uint32_t>(longest_inline_);
   }
   out.capacity = 0;
   out.created = Now().sec;
   out.uuid = NewStoreUuid();
 
-  *how = "block size " + Size(out.block_size) + " (the " + std::to_string(ev.values) +
-         " block values and " + std::to_string(ev.last_blocks.size()) +
+  *how = "block size " + Size(out.block_size) + " (the " + std::to_string(values_) +
+         " block values and " + std::to_string(last_blocks_.size()) +
          " files of more than one block allow it" +
          (violations ? " but for " + std::to_string(violations) + " files" : std::string()) +
-         (ev.last_blocks.empty() ? "; no file tells block sizes apart: the default or more" : "") +
+         (last_blocks_.empty() ? "; no file tells block sizes apart: the default or more" : "") +
          "), segment size " + Size(out.segment_size) + " (the default or the longest segment), " +
          "inline limit " + std::to_string(out.inline_max) + " bytes, no capacity limit " +
          "(a limit the store had is not recorded anywhere else), format " +
@@ -160,21 +144,18 @@ Status GuessSuperblock(Env* env, const std::string& store, kv::MetaStore* meta,
   return Status::OK();
 }
 
-Status CheckSuperblockAgainstRecords(Env* env, const std::string& store, kv::MetaStore* meta,
-                                     const kv::Superblock& copy) {
-  Evidence ev;
-  SEPFS_RETURN_IF_ERROR(Gather(env, store, meta, &ev));
-  if (copy.block_size < ev.longest_value) {
+Status SuperblockEvidence::Check(const kv::Superblock& copy) const {
+  if (copy.block_size < longest_value_) {
     return Status::InvalidArgument("its block size " + Size(copy.block_size) +
-                              " is shorter than a block value of " +
-                              std::to_string(ev.longest_value) + " bytes");
+                                   " is shorter than a block value of " +
+                                   std::to_string(longest_value_) + " bytes");
   }
   uint64_t fewest = 0;
-  (void)BestBlockSize(ev, &fewest);
-  const uint64_t v = Violations(ev, copy.block_size);
+  (void)BestBlockSize(&fewest);
+  const uint64_t v = Violations(copy.block_size);
   if (v > fewest) {
     return Status::InvalidArgument("with its block size " + Size(copy.block_size) + ", " +
-                              std::to_string(v) + " files would have blocks past their end");
+                                   std::to_string(v) + " files would have blocks past their end");
   }
   return Status::OK();
 }

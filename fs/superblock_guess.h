@@ -21,7 +21,10 @@
 // refuse it).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvstore/meta_store.h"
 #include "kvstore/records.h"
@@ -29,17 +32,40 @@
 
 namespace sepfs::fs {
 
-// *how says what was inferred from what, for the repair's report. NotFound
-// when there is neither a root directory (inode 1) nor a segment file: then
-// this is not a sepfs store's, or too little of it is left to guess from.
-// Corruption from the metadata scans is returned as is.
-Status GuessSuperblock(Env* env, const std::string& store, kv::MetaStore* meta,
-                       kv::Superblock* sb, std::string* how);
+// What a store's records tell about its superblock, gathered once: one scan
+// of the inode records and the block values, one listing of the segments.
+class SuperblockEvidence {
+ public:
+  // Corruption from the metadata scans is returned as is.
+  static Status Gather(Env* env, const std::string& store, kv::MetaStore* meta,
+                       SuperblockEvidence* out);
 
-// OK when copy's block size is one the records allow with no more
-// violations than the best guess; otherwise InvalidArgument saying why.
-// Corruption from the metadata scans is returned as is.
-Status CheckSuperblockAgainstRecords(Env* env, const std::string& store, kv::MetaStore* meta,
-                                     const kv::Superblock& copy);
+  // *how says what was inferred from what, for the repair's report.
+  // NotFound when there is neither a root directory (inode 1) nor a segment
+  // file: then this is not a sepfs store's, or too little of it is left.
+  Status Guess(kv::Superblock* sb, std::string* how) const;
+
+  // OK when copy's block size is one the records allow with no more
+  // violations than the best guess; otherwise InvalidArgument saying why.
+  Status Check(const kv::Superblock& copy) const;
+
+ private:
+  Status ScanMetadata(kv::MetaStore* meta);
+  Status ScanSegmentFiles(Env* env, const std::string& store);
+  // Files whose last block would start at or past their size.
+  uint64_t Violations(uint64_t bs) const;
+  // 0 when no block size holds the longest value.
+  uint64_t BestBlockSize(uint64_t* violations) const;
+
+  uint64_t longest_value_ = 0;   // data bytes of the longest block value
+  uint64_t longest_inline_ = 0;  // of the inline ones
+  uint64_t furthest_end_ = 0;    // end of the furthest record in its segment
+  uint64_t longest_file_ = 0;    // of the segment files
+  uint64_t segment_files_ = 0;
+  uint64_t values_ = 0;
+  bool root_ = false;
+  // Regular files with a block past block 0: (last block number, size).
+  std::vector<std::pair<uint64_t, uint64_t>> last_blocks_;
+};
 
 }  // namespace sepfs::fs
