@@ -17,6 +17,7 @@
 #include "kvstore/ino_alloc.h"
 #include "kvstore/leveldb_log_check.h"
 #include "kvstore/leveldb_status.h"
+#include "kvstore/leveldb_table_salvage.h"
 #include "leveldb/db.h"
 #include "leveldb/filter_policy.h"
 
@@ -97,6 +98,9 @@ class Repairer {
   // kv::BlankDamagedLogRecordsInFile on each of LevelDB's logs, each
   // log changed reported.
   Status BlankDamagedLogRecords();
+  // kv::MendDamagedTable on each of LevelDB's tables, each table rebuilt
+  // reported.
+  Status MendDamagedTables();
   // A superblock record that is missing or does not decode is written from
   // STORE/superblock, or else from GuessSuperblock. Nothing happens when
   // LevelDB does not open (its own recovery comes first), when the record
@@ -286,6 +290,25 @@ Status Repairer::BlankDamagedLogRecords() {
   return Status::OK();
 }
 
+Status Repairer::MendDamagedTables() {
+  std::vector<std::string> names;
+  SEPFS_RETURN_IF_ERROR(env_->ListDir(MetaDir(dir_), &names));
+  for (const std::string& name : names) {
+    if (!name.ends_with(".ldb") && !name.ends_with(".sst")) continue;
+    kv::TableMend mend;
+    SEPFS_RETURN_IF_ERROR(kv::MendDamagedTable(env_, MetaDir(dir_) + "/" + name, &mend));
+    if (mend.entries > 0) {
+      Change("metadata table " + MetaDir(dir_) + "/" + name +
+             ": its index was lost or damaged; rebuilt it from the " +
+             std::to_string(mend.entries) + " keys of its " + std::to_string(mend.blocks) +
+             " intact data blocks from its start (any after the damage are lost; the damaged "
+             "file was kept as " +
+             MetaDir(dir_) + "/lost/" + name + ")");
+    }
+  }
+  return Status::OK();
+}
+
 Status Repairer::RepairLevelDb(const std::string& why) {
   // RepairDB converts logs without checking their records: the damaged ones
   // are blanked first. Paranoid: table blocks whose checksum fails are
@@ -293,6 +316,9 @@ Status Repairer::RepairLevelDb(const std::string& why) {
   SEPFS_RETURN_IF_ERROR(OnLevelDb(
       /*paranoid=*/true, "running leveldb::RepairDB on", [&](const leveldb::Options& lo) {
         if (Status st = BlankDamagedLogRecords(); !st.ok()) {
+          return leveldb::Status::IOError(st.ToString());
+        }
+        if (Status st = MendDamagedTables(); !st.ok()) {
           return leveldb::Status::IOError(st.ToString());
         }
         return leveldb::RepairDB(MetaDir(dir_), lo);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "vlog/whole_file.h"
+
 namespace sepfs::fs {
 
 namespace {
@@ -26,20 +28,8 @@ std::string SuperblockCopyTempPath(const std::string& store) { return store + "/
 
 Status WriteSuperblockCopy(Env* env, const std::string& store, const kv::Superblock& sb) {
   const std::string record = kv::EncodeSuperblock(sb);
-  const std::string tmp = SuperblockCopyTempPath(store);
-  {
-    std::unique_ptr<File> f;
-    SEPFS_RETURN_IF_ERROR(env->OpenFile(tmp, OpenMode::kCreate, &f));
-    SEPFS_RETURN_IF_ERROR(f->Truncate(0));
-    SEPFS_RETURN_IF_ERROR(f->Write(0, record + Checksum(record)));
-    SEPFS_RETURN_IF_ERROR(f->Sync());
-  }
-  Status st = env->RenameFile(tmp, SuperblockCopyPath(store));
-  if (!st.ok()) {
-    (void)env->RemoveFile(tmp);  // e.g. a directory in the copy's place
-    return st;
-  }
-  return env->SyncDir(store);
+  return ReplaceWholeFile(env, SuperblockCopyPath(store), SuperblockCopyTempPath(store),
+                          record + Checksum(record));
 }
 
 Status ReadSuperblockCopy(Env* env, const std::string& store, kv::Superblock* sb) {

@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "vlog/whole_file.h"
+
 namespace sepfs::kv {
 
 namespace {
@@ -74,30 +76,15 @@ uint64_t BlankDamagedLogRecords(std::string* log) {
 Status BlankDamagedLogRecordsInFile(Env* env, const std::string& path, uint64_t* blanked) {
   *blanked = 0;
   std::string log;
-  {
-    std::unique_ptr<File> f;
-    SEPFS_RETURN_IF_ERROR(env->OpenFile(path, OpenMode::kRead, &f));
-    uint64_t size = 0;
-    SEPFS_RETURN_IF_ERROR(f->Size(&size));
-    log.resize(size);
-    size_t got = 0;
-    SEPFS_RETURN_IF_ERROR(f->Read(0, log.size(), log.data(), &got));
-    log.resize(got);
-  }
+  SEPFS_RETURN_IF_ERROR(ReadWholeFile(env, path, &log));
   *blanked = BlankDamagedLogRecords(&log);
   if (*blanked == 0) return Status::OK();
-  // NNNNNN.dbtmp: LevelDB's own name for a temporary file, which its
-  // recovery and `sepfs mkfs --force` know.
-  const std::string tmp = path.substr(0, path.size() - (path.ends_with(".log") ? 4 : 0)) + ".dbtmp";
-  {
-    std::unique_ptr<File> f;
-    SEPFS_RETURN_IF_ERROR(env->OpenFile(tmp, OpenMode::kCreate, &f));
-    SEPFS_RETURN_IF_ERROR(f->Truncate(0));
-    SEPFS_RETURN_IF_ERROR(f->Write(0, log));
-    SEPFS_RETURN_IF_ERROR(f->Sync());
-  }
-  SEPFS_RETURN_IF_ERROR(env->RenameFile(tmp, path));
-  return env->SyncDir(path.substr(0, path.find_last_of('/')));
+  return ReplaceWholeFile(env, path, TempPathFor(path), log);
+}
+
+std::string TempPathFor(const std::string& path) {
+  const size_t dot = path.find_last_of("./");
+  return (dot != std::string::npos && path[dot] == '.' ? path.substr(0, dot) : path) + ".dbtmp";
 }
 
 }  // namespace sepfs::kv

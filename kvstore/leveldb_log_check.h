@@ -34,9 +34,13 @@ uint32_t MaskCrc(uint32_t crc);
 uint64_t BlankDamagedLogRecords(std::string* log);
 
 // Reads the log file at path, and when BlankDamagedLogRecords changed it,
-// writes it back durably (NNNNNN.log to NNNNNN.dbtmp, synced, renamed over
-// the log).
+// writes it back durably (ReplaceWholeFile through TempPathFor(path)).
 // *blanked: the records blanked.
 Status BlankDamagedLogRecordsInFile(Env* env, const std::string& path, uint64_t* blanked);
+
+// The temporary name for a file of LevelDB's being replaced:
+// DIR/NNNNNN.log or .ldb -> DIR/NNNNNN.dbtmp, LevelDB's own name for a
+// temporary file, which its recovery and `sepfs mkfs --force` know.
+std::string TempPathFor(const std::string& path);
 
 }  // namespace sepfs::kv

@@ -63,6 +63,30 @@ class RepairTest : public FsTest {
     for (const auto& n : again.notes) ADD_FAILURE() << "fsck note after repair: " << n;
   }
 
+  // 200 files in the root, the store closed and opened once more, so that
+  // their metadata is in a LevelDB table, and closed; then the largest
+  // table (of size s) is cut to new_size(s) bytes.
+  void CreateFilesAndCutTheirTable(std::vector<std::pair<uint64_t, std::string>>* files,
+                                   const std::function<uint64_t(uint64_t)>& new_size) {
+    for (int i = 0; i < 200; i++) {
+      files->emplace_back(Create(kRoot, "f" + std::to_string(i)), Payload(i, 5000 + i));
+      WriteFile(files->back().first, files->back().second);  // over the inline limit
+    }
+    CloseFs();
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));  // the log becomes a table
+    CloseFs();
+    std::string table;
+    uint64_t table_size = 0;
+    for (const auto& e : std::filesystem::directory_iterator(MetaDir(store_dir_))) {
+      if (e.path().extension() == ".ldb" && e.file_size() > table_size) {
+        table = e.path().string();
+        table_size = e.file_size();
+      }
+    }
+    ASSERT_GT(table_size, 4096u) << table;
+    ASSERT_EQ(::truncate(table.c_str(), static_cast<off_t>(new_size(table_size))), 0);
+  }
+
   static std::string Changes(const RepairReport& rep) {
     std::string all;
     for (const auto& c : rep.changes) all += c + "\n";
@@ -724,33 +748,12 @@ TEST_F(SmallBlockRepairTest, LostSuperblockWithoutCopyIsRebuiltFromTheRecords) {
 // A LevelDB table cut short (its index is at its end) failed fsck, the
 // repair and the mount with "IO error: ... Invalid argument", and the
 // repair never ran leveldb::RepairDB. Now the check reports it as damage
-// and the repair rebuilds the metadata store: the table's keys are lost
-// (the table is kept under meta/lost), the store is consistent and mounts.
+// and the repair rebuilds the metadata store: the keys of the blocks past
+// the cut are lost (the table is kept under meta/lost), the store is
+// consistent and mounts.
 TEST_F(RepairTest, TruncatedTableIsRepairedNotAnIoError) {
   std::vector<std::pair<uint64_t, std::string>> files;
-  for (int i = 0; i < 200; i++) {
-    files.emplace_back(Create(kRoot, "f" + std::to_string(i)), Payload(i, 5000 + i));
-    WriteFile(files.back().first, files.back().second);  // over the inline limit
-  }
-  CloseFs();
-  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));  // the log becomes a table
-  CloseFs();
-  std::string table;
-  uint64_t table_size = 0;
-  DIR* d = ::opendir(MetaDir(store_dir_).c_str());
-  ASSERT_NE(d, nullptr);
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name, path = MetaDir(store_dir_) + "/" + name;
-    struct stat st;
-    if (name.size() > 4 && name.substr(name.size() - 4) == ".ldb" &&
-        ::stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) > table_size) {
-      table = path;
-      table_size = st.st_size;
-    }
-  }
-  ::closedir(d);
-  ASSERT_GT(table_size, 4096u) << table;
-  ASSERT_EQ(::truncate(table.c_str(), static_cast<off_t>(table_size / 2)), 0);
+  ASSERT_NO_FATAL_FAILURE(CreateFilesAndCutTheirTable(&files, [](uint64_t s) { return s / 2; }));
   FsckReport check;
   RunFsck(&check);
   EXPECT_TRUE(HasKind(check, FsckKind::kMetaCorrupt));
@@ -769,6 +772,26 @@ TEST_F(RepairTest, TruncatedTableIsRepairedNotAnIoError) {
   EXPECT_NE(Changes(again).find("salvaged inode"), std::string::npos) << Changes(again);
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   for (const auto& [ino, data] : files) EXPECT_TRUE(ReadAll(ino) == data) << ino;
+}
+
+// A table cut by one byte lost its footer, and with it (in RepairDB) every
+// key it held: every file of the store went to lost+found, or with
+// --salvage. Now the table is rebuilt from its data blocks, all intact, and
+// every file keeps its name and its data.
+TEST_F(RepairTest, TableCutByOneByteKeepsItsKeys) {
+  std::vector<std::pair<uint64_t, std::string>> files;
+  ASSERT_NO_FATAL_FAILURE(CreateFilesAndCutTheirTable(&files, [](uint64_t s) { return s - 1; }));
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(rep.leveldb_repaired) << Changes(rep);
+  EXPECT_NE(Changes(rep).find("intact data blocks from its start"), std::string::npos) << Changes(rep);
+  EXPECT_EQ(rep.salvageable, 0u) << Changes(rep);
+  EXPECT_EQ(Changes(rep).find("lost+found"), std::string::npos) << Changes(rep);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  for (size_t i = 0; i < files.size(); i++) {
+    EXPECT_EQ(InoOf(kRoot, "f" + std::to_string(i)), files[i].first);
+    EXPECT_TRUE(ReadAll(files[i].first) == files[i].second) << i;
+  }
 }
 
 // Salvage rebuilds a file whose inode record, entry and pointers are gone

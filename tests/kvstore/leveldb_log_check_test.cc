@@ -8,11 +8,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 
 #include "leveldb/db.h"
+#include "tests/kvstore/leveldb_test_util.h"
 #include "tests/kvstore/temp_dir.h"
 
 namespace sepfs::kv {
@@ -29,11 +29,8 @@ class LogCheckTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_dir_ = tmp_.path() + "/db";
-    leveldb::Options o;
-    o.create_if_missing = true;
-    leveldb::DB* db = nullptr;
-    ASSERT_TRUE(leveldb::DB::Open(o, db_dir_, &db).ok());
-    std::unique_ptr<leveldb::DB> owned(db);
+    std::unique_ptr<leveldb::DB> owned = testing::OpenLevelDb(db_dir_, /*create=*/true);
+    ASSERT_TRUE(owned);
     // Values of 10 KiB: three to a 32 KiB block, so a later block is intact.
     for (int i = 0; i < 12; i++) {
       ASSERT_TRUE(owned->Put(leveldb::WriteOptions(), Key(i), Value(i)).ok());
@@ -50,17 +47,13 @@ class LogCheckTest : public ::testing::Test {
     ADD_FAILURE() << "no log in " << db_dir_;
     return "";
   }
-  static std::string ReadAll(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
 
   sepfs::testing::TempDir tmp_;
   std::string db_dir_;
 };
 
 TEST_F(LogCheckTest, IntactLogIsLeftAlone) {
-  std::string log = ReadAll(LogPath());
+  std::string log = testing::FileBytes(LogPath());
   ASSERT_GT(log.size(), 3u * 32768);
   const std::string before = log;
   EXPECT_EQ(BlankDamagedLogRecords(&log), 0u);
@@ -72,7 +65,7 @@ TEST_F(LogCheckTest, IntactLogIsLeftAlone) {
 
 TEST_F(LogCheckTest, DamagedRecordIsBlankedAndRepairDbNeverServesIt) {
   const std::string path = LogPath();
-  std::string log = ReadAll(path);
+  std::string log = testing::FileBytes(path);
   const size_t at = log.find(Value(4).substr(0, 64));  // key 4's value
   ASSERT_NE(at, std::string::npos);
   {
@@ -83,7 +76,7 @@ TEST_F(LogCheckTest, DamagedRecordIsBlankedAndRepairDbNeverServesIt) {
   uint64_t blanked = 0;
   ASSERT_TRUE(BlankDamagedLogRecordsInFile(Env::Default(), path, &blanked).ok());
   EXPECT_EQ(blanked, 1u);
-  const std::string after = ReadAll(path);
+  const std::string after = testing::FileBytes(path);
   ASSERT_EQ(after.size(), log.size());
   // From the damaged record's header (a few dozen bytes before the value:
   // the batch's header, the key) to the end of its block.
@@ -93,9 +86,8 @@ TEST_F(LogCheckTest, DamagedRecordIsBlankedAndRepairDbNeverServesIt) {
   EXPECT_TRUE(after.compare(block_end, std::string::npos, log, block_end) == 0);
 
   ASSERT_TRUE(leveldb::RepairDB(db_dir_, leveldb::Options()).ok());
-  leveldb::DB* db = nullptr;
-  ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), db_dir_, &db).ok());
-  std::unique_ptr<leveldb::DB> owned(db);
+  std::unique_ptr<leveldb::DB> owned = testing::OpenLevelDb(db_dir_);
+  ASSERT_TRUE(owned);
   std::string got;
   EXPECT_TRUE(owned->Get(leveldb::ReadOptions(), Key(4), &got).IsNotFound());
   ASSERT_TRUE(owned->Get(leveldb::ReadOptions(), Key(0), &got).ok());
