@@ -59,7 +59,8 @@ struct TableMend {
 // the file is replaced durably by a table of those blocks' entries (the
 // same internal keys, so sequence numbers and deletions order against the
 // other tables' as before). A table that opens is left alone, and so is
-// one with no intact block (RepairDB moves it to lost/).
+// one with no intact block or of over 256 MiB (RepairDB moves those to
+// lost/).
 [[nodiscard]] Status MendDamagedTable(Env* env, const std::string& path, TableMend* out);
 
 }  // namespace sepfs::kv

@@ -1,14 +1,19 @@
 #include "vlog/whole_file.h"
 
+#include <cerrno>
 #include <memory>
 
 namespace sepfs {
 
-Status ReadWholeFile(Env* env, const std::string& path, std::string* out) {
+Status ReadWholeFile(Env* env, const std::string& path, std::string* out, uint64_t max_bytes) {
   std::unique_ptr<File> f;
   SEPFS_RETURN_IF_ERROR(env->OpenFile(path, OpenMode::kRead, &f));
   uint64_t size = 0;
   SEPFS_RETURN_IF_ERROR(f->Size(&size));
+  if (size > max_bytes) {
+    return Status::FromErrno(EFBIG, path + ": " + std::to_string(size) + " bytes, more than " +
+                                        std::to_string(max_bytes) + " expected");
+  }
   out->resize(size);
   size_t got = 0;
   SEPFS_RETURN_IF_ERROR(f->Read(0, out->size(), out->data(), &got));

@@ -2,6 +2,7 @@
 // copy, a LevelDB log or table being mended).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -10,8 +11,9 @@
 namespace sepfs {
 
 // *out = the bytes of the file at path (as many as a read returns up to
-// its size).
-[[nodiscard]] Status ReadWholeFile(Env* env, const std::string& path, std::string* out);
+// its size); EFBIG, reading nothing, when it holds more than max_bytes.
+[[nodiscard]] Status ReadWholeFile(Env* env, const std::string& path, std::string* out,
+                                   uint64_t max_bytes = UINT64_MAX);
 
 // Replaces the file at path with `data`, durably: data is written to tmp
 // (created or truncated) and synced, tmp is renamed over path and the

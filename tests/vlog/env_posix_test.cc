@@ -12,6 +12,7 @@
 
 #include "test_util.h"
 #include "vlog/env.h"
+#include "vlog/whole_file.h"
 
 namespace sepfs {
 namespace {
@@ -325,6 +326,26 @@ TEST_F(EnvPosixTest, FreeSpace) {
   EXPECT_GT(total, 0u);
   EXPECT_LE(avail, total);
   EXPECT_EQ(env_->FreeSpace(Path("nope"), &avail, &total).err(), ENOENT);
+}
+
+// vlog/whole_file.h: a file read whole (bounded), and replaced whole
+// through a temporary name that never survives.
+TEST_F(EnvPosixTest, WholeFileReadAndReplaced) {
+  const std::string path = Path("f"), tmp = Path("f.tmp");
+  ASSERT_TRUE(ReplaceWholeFile(env_, path, tmp, "first contents").ok());
+  std::string got;
+  ASSERT_TRUE(ReadWholeFile(env_, path, &got).ok());
+  EXPECT_EQ(got, "first contents");
+  ASSERT_TRUE(ReplaceWholeFile(env_, path, tmp, "second").ok());
+  ASSERT_TRUE(ReadWholeFile(env_, path, &got, 6).ok());
+  EXPECT_EQ(got, "second");
+  EXPECT_EQ(env_->Exists(tmp).err(), ENOENT);
+  EXPECT_EQ(ReadWholeFile(env_, path, &got, 5).err(), EFBIG);
+  // A directory in the file's place: the rename fails, the temporary goes.
+  ASSERT_EQ(::mkdir(Path("d").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(Path("d/x").c_str(), 0700), 0);
+  EXPECT_FALSE(ReplaceWholeFile(env_, Path("d"), tmp, "data").ok());
+  EXPECT_EQ(env_->Exists(tmp).err(), ENOENT);
 }
 
 }  // namespace
