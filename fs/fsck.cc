@@ -94,10 +94,15 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
   kv::Superblock copy;
   if (Status cs = ReadSuperblockCopy(store->env(), store->io_dir(), &copy);
       !cs.ok() || !(copy == store->super())) {
+    // Something other than a file in the copy's place is the user's to
+    // move: the store writes files only.
+    const bool not_a_file = cs.err() == EISDIR || cs.err() == ENODEV;
     add({FsckKind::kSuperblockCopy, false, 0, 0, 0, "",
          (cs.ok() ? SuperblockCopyPath(store->dir()) + ": differs from the superblock record"
                   : cs.ToString()) +
-             " (the next mount or sepfs fsck --repair writes it)"});
+             (not_a_file ? " (not a file: move it away, and the next mount or sepfs fsck "
+                           "--repair writes the copy)"
+                         : " (the next mount or sepfs fsck --repair writes it)")});
   }
 
   // Pass 1: inodes.

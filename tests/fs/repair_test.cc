@@ -702,6 +702,17 @@ TEST_F(RepairTest, SuperblockCopyIsCheckedAndRewritten) {
     EXPECT_TRUE(now == copy);
     EXPECT_FALSE(open_writes_copy());
   }
+  // A directory in the copy's place: the note says to move it, as no
+  // open or repair can write the copy there.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0);
+  FsckReport rep;
+  RunFsck(&rep);
+  ASSERT_TRUE(HasKind(rep, FsckKind::kSuperblockCopy));
+  EXPECT_NE(rep.notes.back().find("not a file: move it away"), std::string::npos)
+      << rep.notes.back();
+  EXPECT_FALSE(open_writes_copy());
+  ASSERT_EQ(::rmdir(path.c_str()), 0);
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
 }
 
