@@ -49,17 +49,45 @@ Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
   return Status::OK();
 }
 
+Status Filesystem::PastRefusalLocked(const Inode* in, uint64_t off) const {
+  if (off <= in->refused_from) return Status::OK();
+  return Status::NoSpace(store_->dir() + ": inode " + std::to_string(in->ino) +
+                         ": a write at offset " + std::to_string(in->refused_from) +
+                         " was refused for lack of space; none past it is taken");
+}
+
 Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, WriteEffects fx) {
   if (data.empty()) return Status::OK();
   if (off + data.size() < off || off + data.size() > MaxFileSize()) {
     return Status::FromErrno(EFBIG, "write past the maximum file size");
   }
-  SEPFS_RETURN_IF_ERROR(HaveSpace(data.size()));
+  {  // refused before it waits for space (HaveSpace may wait for the collector)
+    std::shared_lock<std::shared_mutex> ns(ns_mu_);
+    InodeRef in;
+    SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
+    std::lock_guard<std::mutex> il(in->mu);
+    SEPFS_RETURN_IF_ERROR(PastRefusalLocked(in.get(), off));
+  }
+  const Status space = HaveSpace(data.size());
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::unique_lock<std::mutex> il(in->mu);
   if (!S_ISREG(in->rec.mode)) return Status::InvalidArgument("write to a non-regular file");
+  if (!space.ok()) {
+    if (space.err() != ENOSPC) return space;
+    in->refused_from = std::min(in->refused_from, off);
+    // The kernel's writeback sends a range's requests several at a time, so
+    // some past this one may have been taken already. When no flush has
+    // stored anything past it, they are only in the dirty cache: they go
+    // too, and the file ends here rather than after a gap of zeros.
+    if (off >= in->stored_size && off < in->rec.size) {
+      TrimDirtyLocked(in.get(), off, /*rewrote_last=*/false);
+      in->rec.size = off;
+    }
+    return space;
+  }
+  SEPFS_RETURN_IF_ERROR(PastRefusalLocked(in.get(), off));
   const uint64_t bs = block_size_;
   uint64_t pos = off;
   size_t done = 0;
@@ -93,6 +121,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
     done += n;
   }
   in->rec.size = std::max<uint64_t>(in->rec.size, off + data.size());
+  if (off + data.size() > in->refused_from) in->refused_from = Inode::kNothingRefused;  // covered
   if (!fx.kernel_times) in->rec.mtime = in->rec.ctime = Now();
   if (fx.kill_suidgid) {
     const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, fx.setid);

@@ -394,7 +394,10 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
     return st;
   }
   journal_->Commit(e);
-  if (req.set_size) in->stored_size = r.size;
+  if (req.set_size) {
+    in->stored_size = r.size;
+    in->refused_from = Inode::kNothingRefused;
+  }
   if (req.set_size && req.size < saved.size) TrimDirtyLocked(in.get(), req.size, rewrote_last);
   in->attr_dirty = in->SizePending();
   for (const auto& p : released) vlog_->Release(p);

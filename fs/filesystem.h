@@ -382,6 +382,9 @@ class Filesystem {
   // what was granted since; kValue also within the capacity limit).
   Status ReadDiskLocked();
   uint64_t MetaRoomLocked(MetaUse use);
+  // ENOSPC when a write at off would start past one refused for lack of
+  // space (Inode::refused_from). Call with in->mu held.
+  Status PastRefusalLocked(const Inode* in, uint64_t off) const;
   // ENOSPC unless `bytes` are free now; takes nothing (fallocate: the log
   // allocates on write, so this is a check, not a reservation).
   Status HaveRoomFor(uint64_t bytes);

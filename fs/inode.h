@@ -71,6 +71,14 @@ struct Inode {
   uint64_t dirty_bytes = 0;
   bool dead = false;    // reclaimed: never flushed again
   int write_error = 0;  // errno of a failed flush not yet reported (errseq)
+  // Regular files: the offset of the first write refused for lack of space
+  // (kNothingRefused: none). Later writes that start past it are refused
+  // too, so the file keeps what came before it instead of the kernel's
+  // writeback, which goes on after a refusal, storing data after a gap of
+  // zeros once the space check passes again. Cleared by a write that
+  // covers it, or a change of size.
+  static constexpr uint64_t kNothingRefused = UINT64_MAX;
+  uint64_t refused_from = kNothingRefused;
   int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold
 
   // Directories: the parent's ino when known (for ".."), 0 otherwise. Atomic,
