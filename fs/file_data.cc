@@ -61,7 +61,8 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   if (off + data.size() < off || off + data.size() > MaxFileSize()) {
     return Status::FromErrno(EFBIG, "write past the maximum file size");
   }
-  {  // refused before it waits for space (HaveSpace may wait for the collector)
+  if (refused_any_.load(std::memory_order_relaxed)) {
+    // Refused before it waits for space (HaveSpace may wait for the collector).
     std::shared_lock<std::shared_mutex> ns(ns_mu_);
     InodeRef in;
     SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
@@ -77,6 +78,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   if (!space.ok()) {
     if (space.err() != ENOSPC) return space;
     in->refused_from = std::min(in->refused_from, off);
+    refused_any_.store(true, std::memory_order_relaxed);
     // The kernel's writeback sends a range's requests several at a time, so
     // some past this one may have been taken already. When no flush has
     // stored anything past it, they are only in the dirty cache: they go

@@ -429,6 +429,9 @@ class Filesystem {
   std::unordered_map<uint64_t, InodeRef> table_;
 
   std::atomic<uint64_t> dirty_total_{0};
+  // Set by the first write refused for lack of space (Inode::refused_from);
+  // until then writes skip the check made before HaveSpace.
+  std::atomic<bool> refused_any_{false};
   // Bumped (under ns_mu_ exclusive) by every change of directory entries.
   std::atomic<uint64_t> ns_gen_{0};
   // A change of dir's entries, ".." included (ns_mu_ held exclusively).
