@@ -52,8 +52,9 @@ Status Filesystem::LoadBlock(Inode* in, uint64_t block, std::string* out) {
 Status Filesystem::PastRefusalLocked(const Inode* in, uint64_t off) const {
   if (off <= in->refused_from) return Status::OK();
   return Status::NoSpace(store_->dir() + ": inode " + std::to_string(in->ino) +
-                         ": a write at offset " + std::to_string(in->refused_from) +
-                         " was refused for lack of space; none past it is taken");
+                         ": the write at offset " + std::to_string(in->refused_from) +
+                         " was refused for lack of space, and none past it is taken until it "
+                         "is written");
 }
 
 Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, WriteEffects fx) {
@@ -78,6 +79,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   if (!space.ok()) {
     if (space.err() != ENOSPC) return space;
     in->refused_from = std::min(in->refused_from, off);
+    in->refused_end = std::max(in->refused_end, off + data.size());
     refused_any_.store(true, std::memory_order_relaxed);
     // The kernel's writeback sends a range's requests several at a time, so
     // some past this one may have been taken already. When no flush has
@@ -123,7 +125,10 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
     done += n;
   }
   in->rec.size = std::max<uint64_t>(in->rec.size, off + data.size());
-  if (off + data.size() > in->refused_from) in->refused_from = Inode::kNothingRefused;  // covered
+  if (off + data.size() > in->refused_from) {  // written again, from its start
+    in->refused_from = off + data.size();
+    if (in->refused_from >= in->refused_end) in->ClearRefusal();
+  }
   if (!fx.kernel_times) in->rec.mtime = in->rec.ctime = Now();
   if (fx.kill_suidgid) {
     const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, fx.setid);

@@ -396,7 +396,7 @@ Status Filesystem::SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRec
   journal_->Commit(e);
   if (req.set_size) {
     in->stored_size = r.size;
-    in->refused_from = Inode::kNothingRefused;
+    in->ClearRefusal();
   }
   if (req.set_size && req.size < saved.size) TrimDirtyLocked(in.get(), req.size, rewrote_last);
   in->attr_dirty = in->SizePending();

@@ -71,14 +71,20 @@ struct Inode {
   uint64_t dirty_bytes = 0;
   bool dead = false;    // reclaimed: never flushed again
   int write_error = 0;  // errno of a failed flush not yet reported (errseq)
-  // Regular files: the offset of the first write refused for lack of space
-  // (kNothingRefused: none). Later writes that start past it are refused
-  // too, so the file keeps what came before it instead of the kernel's
-  // writeback, which goes on after a refusal, storing data after a gap of
-  // zeros once the space check passes again. Cleared by a write that
-  // covers it, or a change of size.
+  // Regular files: [refused_from, refused_end) spans the writes refused for
+  // lack of space (refused_from kNothingRefused: none). Later writes that
+  // start past refused_from are refused too, so the file keeps what came
+  // before it instead of the kernel's writeback, which goes on after a
+  // refusal, storing data after a gap of zeros once the space check passes
+  // again. A write that starts at or before refused_from moves it to the
+  // write's end, or clears the span when it reaches refused_end; so does a
+  // change of size.
   static constexpr uint64_t kNothingRefused = UINT64_MAX;
-  uint64_t refused_from = kNothingRefused;
+  uint64_t refused_from = kNothingRefused, refused_end = 0;
+  void ClearRefusal() {
+    refused_from = kNothingRefused;
+    refused_end = 0;
+  }
   int8_t temperature = -1;  // user.sepfs.temperature: -1 unknown, 0 hot, 1 cold
 
   // Directories: the parent's ino when known (for ".."), 0 otherwise. Atomic,

@@ -506,8 +506,13 @@ TEST_F(SpaceRefusalTest, WritesPastARefusedOneAreRefusedUntilItIsCovered) {
   const Status past = fs_->Write(f, 2 * kPiece, Payload(3, kPiece));
   EXPECT_EQ(past.err(), ENOSPC) << "a write past the refused one was taken: " << past.ToString();
   EXPECT_EQ(Attr(f).size, kPiece);
-  // Writing the refused range again takes it, and what follows.
-  ASSERT_OK(fs_->Write(f, kPiece, Payload(2, kPiece)));
+  // Writing the refused range again takes it, and what follows; a write of
+  // its first part only moves the refusal to that part's end.
+  const std::string second = Payload(2, kPiece);
+  ASSERT_OK(fs_->Write(f, kPiece - 4096, Payload(1, kPiece).substr(kPiece - 4096) +
+                                             second.substr(0, 65536)));
+  EXPECT_EQ(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)).err(), ENOSPC);
+  ASSERT_OK(fs_->Write(f, kPiece + 65536, second.substr(65536)));
   ASSERT_OK(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)));
   ASSERT_OK(fs_->Flush(f));
   EXPECT_TRUE(ReadAll(f) == Payload(1, kPiece) + Payload(2, kPiece) + Payload(3, kPiece));
