@@ -16,6 +16,7 @@
 #include "fs/superblock_guess.h"
 #include "kvstore/ino_alloc.h"
 #include "kvstore/leveldb_log_check.h"
+#include "kvstore/leveldb_repair.h"
 #include "kvstore/leveldb_status.h"
 #include "kvstore/leveldb_table_salvage.h"
 #include "leveldb/db.h"
@@ -311,8 +312,10 @@ Status Repairer::MendDamagedTables() {
 
 Status Repairer::RepairLevelDb(const std::string& why) {
   // RepairDB converts logs without checking their records: the damaged ones
-  // are blanked first. Paranoid: table blocks whose checksum fails are
-  // dropped.
+  // are blanked first; it drops tables whose end is lost: they are rebuilt
+  // from their blocks first; and it leaves reads of older versions until a
+  // compaction: it gets one (kv::RepairDbInOrder). Paranoid: table blocks
+  // whose checksum fails are dropped.
   SEPFS_RETURN_IF_ERROR(OnLevelDb(
       /*paranoid=*/true, "running leveldb::RepairDB on", [&](const leveldb::Options& lo) {
         if (Status st = BlankDamagedLogRecords(); !st.ok()) {
@@ -321,7 +324,7 @@ Status Repairer::RepairLevelDb(const std::string& why) {
         if (Status st = MendDamagedTables(); !st.ok()) {
           return leveldb::Status::IOError(st.ToString());
         }
-        return leveldb::RepairDB(MetaDir(dir_), lo);
+        return kv::RepairDbInOrder(MetaDir(dir_), lo);
       }));
   rep_->leveldb_repaired = true;
   Change("metadata store " + MetaDir(dir_) + ": " + why +

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "kvstore/leveldb_repair.h"
 #include "kvstore/snappy_raw.h"
 #include "leveldb/db.h"
 #include "tests/kvstore/leveldb_test_util.h"
@@ -224,6 +225,36 @@ TEST(TableMendOrder, TableWithNothingIntactIsLeftForRepairDb) {
   EXPECT_EQ(mend.entries, 0u);
   EXPECT_EQ(testing::FileBytes(path).size(), 1000u);
   EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/lost"));
+}
+
+// RepairDB puts every table at level 0, where a read takes the table with
+// the highest file number: here the older versions. RepairDbInOrder
+// compacts after it, and reads see the newest version of each key.
+TEST(RepairDbInOrder, NewestVersionWinsOverTheHigherFileNumber) {
+  sepfs::testing::TempDir tmp;
+  for (const bool in_order : {false, true}) {
+    const std::string dir = tmp.path() + (in_order ? "/in-order" : "/repairdb");
+    std::filesystem::create_directories(dir);
+    WriteAll(dir + "/000007.ldb", BuildTable({{InternalKey("d", 31, /*deletion=*/true), ""},
+                                              {InternalKey("k", 30), "new"}}));
+    WriteAll(dir + "/000009.ldb", BuildTable({{InternalKey("d", 6), "deleted"},
+                                              {InternalKey("k", 5), "old"}}));
+    const leveldb::Status s = in_order ? RepairDbInOrder(dir, leveldb::Options())
+                                       : leveldb::RepairDB(dir, leveldb::Options());
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::unique_ptr<leveldb::DB> db = testing::OpenLevelDb(dir);
+    ASSERT_TRUE(db);
+    std::string k, d;
+    ASSERT_TRUE(db->Get(leveldb::ReadOptions(), "k", &k).ok());
+    const leveldb::Status d_status = db->Get(leveldb::ReadOptions(), "d", &d);
+    if (in_order) {
+      EXPECT_EQ(k, "new");
+      EXPECT_TRUE(d_status.IsNotFound()) << d;
+    } else {  // what the compaction is for
+      EXPECT_EQ(k, "old") << "RepairDB alone now reads the newest version";
+      EXPECT_TRUE(d_status.ok());
+    }
+  }
 }
 
 }  // namespace
