@@ -161,7 +161,7 @@ SalvagedBlocks SalvageTableBlocks(std::string_view table) {
   std::string last, plain;
   size_t pos = 0;
   while (pos + kTrailerSize <= table.size()) {
-    bool accepted = false;
+    bool accepted = false, intact_block = false;
     uint32_t crc = 0;
     for (size_t end = pos; end + kTrailerSize <= table.size() && !accepted; end++) {
       const char type = table[end];
@@ -170,6 +170,7 @@ SalvagedBlocks SalvageTableBlocks(std::string_view table) {
           MaskCrc(Crc32c(std::string_view(&type, 1), crc)) == Le(table.data() + end + 1, 4);
       crc = Crc32c(table.substr(end, 1), crc);
       if (!match) continue;
+      intact_block = true;
       std::string_view block = table.substr(pos, end - pos);
       if (type == kSnappyCompression) {
         if (!SnappyUncompress(block, &plain)) continue;
@@ -188,7 +189,10 @@ SalvagedBlocks SalvageTableBlocks(std::string_view table) {
         out.entries.resize(first);
       }
     }
-    if (!accepted) break;
+    if (!accepted) {
+      out.complete = intact_block && out.blocks > 0;
+      break;
+    }
   }
   return out;
 }
@@ -215,7 +219,7 @@ Status MendDamagedTable(Env* env, const std::string& path, TableMend* out) {
   if (TableOpens(table)) return Status::OK();
   out->damaged = true;
   SalvagedBlocks salvaged = SalvageTableBlocks(table);
-  if (salvaged.entries.empty()) return Status::OK();
+  if (!salvaged.complete) return Status::OK();
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string lost = dir + "/lost", kept = lost + "/" + path.substr(slash + 1);

@@ -39,6 +39,9 @@ bool TableOpens(std::string_view table);
 struct SalvagedBlocks {
   uint64_t blocks = 0;  // intact data blocks, from the start
   std::vector<std::pair<std::string, std::string>> entries;  // internal key, value, in order
+  // The walk ended at an intact block that is not a data block (the
+  // filter, metaindex or index block): every data block was intact.
+  bool complete = false;
 };
 SalvagedBlocks SalvageTableBlocks(std::string_view table);
 
@@ -54,13 +57,17 @@ struct TableMend {
   bool damaged = false;  // TableOpens refused the file
   uint64_t blocks = 0, entries = 0;  // what the rebuilt table holds; 0: none
 };
-// When the table at path (DIR/NNNNNN.ldb or .sst) does not open and any of
-// its data blocks are intact: its bytes are kept as DIR/lost/NNNNNN.ldb and
-// the file is replaced durably by a table of those blocks' entries (the
-// same internal keys, so sequence numbers and deletions order against the
-// other tables' as before). A table that opens is left alone, and so is
-// one with no intact block or of over 256 MiB (RepairDB moves those to
-// lost/).
+// When the table at path (DIR/NNNNNN.ldb or .sst) does not open and all of
+// its data blocks are intact (SalvagedBlocks::complete): its bytes are kept
+// as DIR/lost/NNNNNN.ldb and the file is replaced durably by a table of
+// those blocks' entries (the same internal keys, so sequence numbers and
+// deletions order against the other tables' as before). A table that opens
+// is left alone, and so is one of over 256 MiB or whose damage reaches its
+// data blocks: RepairDB moves those to lost/ whole. Keeping the blocks
+// before such damage would keep part of the table's key range only, and
+// what a batch wrote together (a file's block pointers and its inode
+// record, whose keys sort apart) could come back half from this table and
+// half from an older one: new data under an old size.
 [[nodiscard]] Status MendDamagedTable(Env* env, const std::string& path, TableMend* out);
 
 }  // namespace sepfs::kv

@@ -1,8 +1,9 @@
 // kv::MendDamagedTable and its parts on tables LevelDB itself wrote
-// (Snappy-compressed blocks) and on tables built here: a table whose end is
-// cut or damaged gives back the entries of its intact data blocks, with
-// their sequence numbers and deletions, and leveldb::RepairDB then serves
-// them as before the damage.
+// (Snappy-compressed blocks) and on tables built here: a table whose end
+// past its data blocks is cut or damaged gives back the entries of its
+// data blocks, with their sequence numbers and deletions, and
+// leveldb::RepairDB then serves them as before the damage; one cut inside
+// its data blocks is left to RepairDB.
 #include "kvstore/leveldb_table_salvage.h"
 
 #include <gtest/gtest.h>
@@ -138,11 +139,14 @@ TEST_F(TableSalvageTest, CutOrDamagedEndLosesNoEntry) {
   const std::string bytes = testing::FileBytes(table_);
   std::string cut = bytes.substr(0, bytes.size() - 1);
   EXPECT_FALSE(TableOpens(cut));
-  EXPECT_TRUE(SalvageTableBlocks(cut).entries == all);
+  const SalvagedBlocks from_cut = SalvageTableBlocks(cut);
+  EXPECT_TRUE(from_cut.entries == all);
+  EXPECT_TRUE(from_cut.complete);
   std::string magic = bytes;
   magic[magic.size() - 3] ^= 1;
   EXPECT_FALSE(TableOpens(magic));
   EXPECT_TRUE(SalvageTableBlocks(magic).entries == all);
+  EXPECT_TRUE(SalvageTableBlocks(magic).complete);
 }
 
 TEST_F(TableSalvageTest, CutInTheMiddleKeepsTheBlocksBefore) {
@@ -153,6 +157,7 @@ TEST_F(TableSalvageTest, CutInTheMiddleKeepsTheBlocksBefore) {
     EXPECT_GT(half.entries.size(), all.size() / 5) << at;
     EXPECT_LT(half.entries.size(), all.size()) << at;
     EXPECT_TRUE(std::equal(half.entries.begin(), half.entries.end(), all.begin())) << at;
+    EXPECT_FALSE(half.complete) << at;
   }
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x40;
@@ -160,6 +165,20 @@ TEST_F(TableSalvageTest, CutInTheMiddleKeepsTheBlocksBefore) {
   EXPECT_GT(before.entries.size(), all.size() / 3);
   EXPECT_LT(before.entries.size(), all.size());
   EXPECT_TRUE(std::equal(before.entries.begin(), before.entries.end(), all.begin()));
+  EXPECT_FALSE(before.complete);
+}
+
+// Only part of its key range would come back: the table is left for
+// RepairDB, which drops it whole.
+TEST_F(TableSalvageTest, TableCutInItsDataBlocksIsNotMended) {
+  const std::string bytes = testing::FileBytes(table_);
+  WriteAll(table_, bytes.substr(0, bytes.size() / 2));
+  TableMend mend;
+  ASSERT_TRUE(MendDamagedTable(Env::Default(), table_, &mend).ok());
+  EXPECT_TRUE(mend.damaged);
+  EXPECT_EQ(mend.entries, 0u);
+  EXPECT_EQ(testing::FileBytes(table_).size(), bytes.size() / 2);
+  EXPECT_FALSE(std::filesystem::exists(db_dir_ + "/lost"));
 }
 
 TEST_F(TableSalvageTest, TableCutByOneByteIsMendedAndRepairDbServesIt) {
