@@ -759,9 +759,9 @@ TEST_F(SmallBlockRepairTest, LostSuperblockWithoutCopyIsRebuiltFromTheRecords) {
 // A LevelDB table cut short (its index is at its end) failed fsck, the
 // repair and the mount with "IO error: ... Invalid argument", and the
 // repair never ran leveldb::RepairDB. Now the check reports it as damage
-// and the repair rebuilds the metadata store: the keys of the blocks past
-// the cut are lost (the table is kept under meta/lost), the store is
-// consistent and mounts.
+// and the repair rebuilds the metadata store: the table's keys are lost
+// (cut inside its data blocks, it is dropped whole and kept under
+// meta/lost), the store is consistent and mounts.
 TEST_F(RepairTest, TruncatedTableIsRepairedNotAnIoError) {
   std::vector<std::pair<uint64_t, std::string>> files;
   ASSERT_NO_FATAL_FAILURE(CreateFilesAndCutTheirTable(&files, [](uint64_t s) { return s / 2; }));
