@@ -893,20 +893,28 @@ Status Repairer::RewriteCounters(bool asked) {
 
 Status Repairer::Salvage(const FsckReport& first, bool* any) {
   *any = false;
-  if (!repair_options_.salvage && !rep_->leveldb_repaired) return Status::OK();
   std::set<uint64_t> lost_pointers;  // allocation counts above what the pointers hold
   for (const auto& f : first.findings) {
     if (f.kind != FsckKind::kBlockCount) continue;
     kv::InodeRecord r;
     if (meta_->GetInode(f.ino, &r).ok() && r.blocks > f.value) lost_pointers.insert(f.ino);
   }
+  // Lost pointers of a file that kept its inode are always looked for: the
+  // pass that follows rewrites the allocation count, the only sign that
+  // they were lost (a later --salvage could no longer find them). Files
+  // without an inode come back only when asked.
+  if (!repair_options_.salvage && !rep_->leveldb_repaired && lost_pointers.empty()) {
+    return Status::OK();
+  }
   SalvageScan scan;
   SEPFS_RETURN_IF_ERROR(FindSalvageable(store_.get(), lost_pointers, &scan, progress_));
   if (!repair_options_.salvage) {
-    rep_->salvageable = scan.files.size();
-    return Status::OK();
+    std::erase_if(scan.files, [&](const SalvagedFile& f) {
+      if (!f.has_record) rep_->salvageable++;
+      return !f.has_record;
+    });
   }
-  if (scan.damaged_records > 0) {
+  if (scan.damaged_records > 0 && !scan.files.empty()) {
     Change("salvage: " + std::to_string(scan.damaged_records) +
            " vLog records did not verify; " + std::to_string(scan.skipped_bytes) +
            " bytes after them were passed over to the next record that does");

@@ -53,9 +53,9 @@ struct RepairReport {
   FsckReport after;                  // the final check, after repairing
   std::vector<std::string> changes;  // what was changed, in order
   bool leveldb_repaired = false;     // leveldb::RepairDB ran
-  // After leveldb::RepairDB, without RepairOptions::salvage: files the vLog
-  // holds records of while no inode names them, or that lost pointers to
-  // them (what salvage would bring back).
+  // Without RepairOptions::salvage, after leveldb::RepairDB: files the vLog
+  // holds records of while no inode names them (what salvage would bring
+  // back). Files that kept their inode get lost pointers back either way.
   uint64_t salvageable = 0;
   bool changed() const { return !changes.empty(); }
 };

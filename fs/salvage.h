@@ -11,8 +11,8 @@
 // copy that lost its race to a newer user write (and was never pointed to)
 // wins too.
 //
-// What salvage cannot know, and so gets wrong (it runs only when asked,
-// `fsck --repair --salvage`):
+// What salvage cannot know, and so gets wrong (files without an inode
+// come back only when asked, `fsck --repair --salvage`):
 //   - files deleted, and blocks cut by a truncation, whose segments GC has
 //     not collected yet come back (a file truncated or rewritten shorter
 //     comes back at its old length, the old bytes after the new ones);
@@ -27,7 +27,8 @@
 // Files that kept their inode record but lost block pointers (their
 // allocation count says more than their pointers hold: the pointers were in
 // a dropped table) get the same treatment for the blocks inside their size
-// that no pointer names.
+// that no pointer names; the repair does this with or without --salvage,
+// since it then rewrites the allocation count, the only sign of the loss.
 #pragma once
 
 #include <cstdint>

@@ -334,10 +334,9 @@ int CmdFsck(const std::vector<std::string>& args) {
     std::printf("%s\n", FsckSummary(store + " after repair", rep.after).c_str());
     std::printf("%s: %zu changes made\n", store.c_str(), rep.changes.size());
     if (rep.salvageable > 0) {
-      std::printf("%s: the vLog holds data of %llu files whose inode record or block "
-                  "pointers were lost: sepfs fsck --repair --salvage %s brings it back (files "
-                  "without an inode into /lost+found; data deleted before the damage may come "
-                  "back too)\n",
+      std::printf("%s: the vLog holds data of %llu files whose inode record was lost: "
+                  "sepfs fsck --repair --salvage %s brings it back (into /lost+found; data "
+                  "deleted before the damage may come back too)\n",
                   store.c_str(), static_cast<unsigned long long>(rep.salvageable),
                   store.c_str());
     }

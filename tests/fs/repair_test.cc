@@ -560,9 +560,11 @@ TEST_F(RepairTest, UnreadableVlogHeadsAreRewritten) {
 
 TEST_F(RepairTest, LostPointersFixTheAllocationCount) {
   const uint64_t f = Create(kRoot, "f");
-  WriteFile(f, Payload(8, 4 * block_size()));
+  WriteFile(f, Payload(8, 2 * block_size() + 1000));  // the last block inline
   CloseFs();
-  // A pointer lost with its LevelDB block: only st_blocks tells.
+  // An inline block lost with its LevelDB block: only st_blocks tells, and
+  // no vLog record holds the bytes (a block with one gets its pointer back:
+  // LostPointersOfAFileThatKeptItsInodeAreRestored).
   Damage([&](kv::MetaStore*, kv::Batch* b) { b->DeleteBlock(f, 2); });
   RepairReport rep;
   RepairClean(&rep);
@@ -1023,9 +1025,12 @@ TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
 // the vLog, even with --salvage (a helper's probe). Salvage points the
 // blocks inside its size back to their records; a plain repair still
 // leaves holes.
-TEST_F(RepairTest, SalvageRestoresLostPointersOfAFileThatKeptItsInode) {
+TEST_F(RepairTest, LostPointersOfAFileThatKeptItsInodeAreRestored) {
   const std::string data = Payload(44, 3 * block_size() + 9000);
   const uint64_t f = CreateFileAndClose("f", data);
+  // With or without --salvage: the plain repair rewrote the allocation
+  // count, the only sign of the loss, and left the block zeros, so the
+  // --salvage its message suggested found nothing to restore.
   for (bool salvage : {false, true}) {
     Damage([&](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::BlockKey(f, 1)); });
     RepairOptions options;
@@ -1033,20 +1038,12 @@ TEST_F(RepairTest, SalvageRestoresLostPointersOfAFileThatKeptItsInode) {
     RepairReport rep;
     ASSERT_OK(Repair(store_dir_, StoreOptions{}, &rep, nullptr, options));
     EXPECT_TRUE(rep.after.errors.empty()) << Changes(rep);
+    EXPECT_EQ(rep.salvageable, 0u);
+    EXPECT_NE(Changes(rep).find("pointed 1 blocks inside its size"), std::string::npos)
+        << Changes(rep);
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-    std::string want = data;
-    if (!salvage) std::fill(want.begin() + block_size(), want.begin() + 2 * block_size(), '\0');
-    EXPECT_TRUE(ReadAll(f) == want) << salvage;
-    if (salvage) {
-      EXPECT_NE(Changes(rep).find("pointed 1 blocks inside its size"), std::string::npos)
-          << Changes(rep);
-    }
+    EXPECT_TRUE(ReadAll(f) == data) << salvage;
     CloseFs();
-    if (!salvage) {  // write it again for the second round
-      ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
-      WriteFile(f, data);
-      CloseFs();
-    }
   }
 }
 
