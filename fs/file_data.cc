@@ -62,7 +62,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   if (off + data.size() < off || off + data.size() > MaxFileSize()) {
     return Status::FromErrno(EFBIG, "write past the maximum file size");
   }
-  if (refused_any_.load(std::memory_order_relaxed)) {
+  if (fx.from_cache && refused_any_.load(std::memory_order_relaxed)) {
     // Refused before it waits for space (HaveSpace may wait for the collector).
     std::shared_lock<std::shared_mutex> ns(ns_mu_);
     InodeRef in;
@@ -77,7 +77,9 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
   std::unique_lock<std::mutex> il(in->mu);
   if (!S_ISREG(in->rec.mode)) return Status::InvalidArgument("write to a non-regular file");
   if (!space.ok()) {
-    if (space.err() != ENOSPC) return space;
+    // A caller told of the refusal decides what it writes next; only the
+    // kernel's writeback goes on by itself.
+    if (space.err() != ENOSPC || !fx.from_cache) return space;
     in->refused_from = std::min(in->refused_from, off);
     in->refused_end = std::max(in->refused_end, off + data.size());
     refused_any_.store(true, std::memory_order_relaxed);
@@ -91,7 +93,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
     }
     return space;
   }
-  SEPFS_RETURN_IF_ERROR(PastRefusalLocked(in.get(), off));
+  if (fx.from_cache) SEPFS_RETURN_IF_ERROR(PastRefusalLocked(in.get(), off));
   const uint64_t bs = block_size_;
   uint64_t pos = off;
   size_t done = 0;

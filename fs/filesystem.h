@@ -136,6 +136,10 @@ struct WriteEffects {
   // reach us after that (an mmap's or a copy_file_range's, at close), and
   // the time of their arrival would replace the time the user saw.
   bool kernel_times = false;
+  // The kernel writing back its page cache (FUSE_WRITE_CACHE), not a
+  // caller waiting on the write: after a refusal for lack of space the
+  // kernel goes on with the pages that follow (Inode::refused_from).
+  bool from_cache = false;
 };
 
 class Filesystem {

@@ -413,10 +413,12 @@ void OpRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
 }
 
 void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t off,
-             struct fuse_file_info*) {
+             struct fuse_file_info* fi) {
   Guard(req, [&] {
     const bool kill = CurrentWireFlags().kill_suidgid;
-    WriteEffects fx{.kill_suidgid = kill, .kernel_times = Ctx(req)->writeback_cache.load()};
+    WriteEffects fx{.kill_suidgid = kill,
+                    .kernel_times = Ctx(req)->writeback_cache.load(),
+                    .from_cache = fi != nullptr && fi->writepage != 0};
     if (kill) fx.setid = SetidCallerOf(req);
     Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), fx);
     if (!st.ok()) return ReplyErr(req, st);

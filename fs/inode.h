@@ -71,9 +71,10 @@ struct Inode {
   uint64_t dirty_bytes = 0;
   bool dead = false;    // reclaimed: never flushed again
   int write_error = 0;  // errno of a failed flush not yet reported (errseq)
-  // Regular files: [refused_from, refused_end) spans the writes refused for
-  // lack of space (refused_from kNothingRefused: none). Later writes that
-  // start past refused_from are refused too, so the file keeps what came
+  // Regular files: [refused_from, refused_end) spans the writeback writes
+  // (WriteEffects::from_cache) refused for lack of space (refused_from
+  // kNothingRefused: none). Later writeback writes that start past
+  // refused_from are refused too, so the file keeps what came
   // before it instead of the kernel's writeback, which goes on after a
   // refusal, storing data after a gap of zeros once the space check passes
   // again. A write that starts at or before refused_from moves it to the

@@ -493,48 +493,54 @@ class SpaceRefusalTest : public FsTest {
     o.store.env = &env_;
     return o;
   }
+  // A WRITE of the kernel's writeback (FUSE_WRITE_CACHE).
+  Status WriteBack(uint64_t ino, uint64_t off, const std::string& data) {
+    WriteEffects fx;
+    fx.from_cache = true;
+    return fs_->Write(ino, off, data, fx);
+  }
   mutable ScriptedSpaceEnv env_;
   static constexpr uint64_t kPiece = 256 * 1024;
 };
 
 TEST_F(SpaceRefusalTest, WritesPastARefusedOneAreRefusedUntilItIsCovered) {
   const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, kPiece)));
+  ASSERT_OK(WriteBack(f, 0, Payload(1, kPiece)));
   env_.SetWritable(0);
-  EXPECT_EQ(fs_->Write(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
+  EXPECT_EQ(WriteBack(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
   env_.SetWritable(ScriptedSpaceEnv::kPlenty);
-  const Status past = fs_->Write(f, 2 * kPiece, Payload(3, kPiece));
+  const Status past = WriteBack(f, 2 * kPiece, Payload(3, kPiece));
   EXPECT_EQ(past.err(), ENOSPC) << "a write past the refused one was taken: " << past.ToString();
   EXPECT_EQ(Attr(f).size, kPiece);
   // Writing the refused range again takes it, and what follows; a write of
   // its first part only moves the refusal to that part's end.
   const std::string second = Payload(2, kPiece);
-  ASSERT_OK(fs_->Write(f, kPiece - 4096, Payload(1, kPiece).substr(kPiece - 4096) +
+  ASSERT_OK(WriteBack(f, kPiece - 4096, Payload(1, kPiece).substr(kPiece - 4096) +
                                              second.substr(0, 65536)));
-  EXPECT_EQ(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)).err(), ENOSPC);
-  ASSERT_OK(fs_->Write(f, kPiece + 65536, second.substr(65536)));
-  ASSERT_OK(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)));
+  EXPECT_EQ(WriteBack(f, 2 * kPiece, Payload(3, kPiece)).err(), ENOSPC);
+  ASSERT_OK(WriteBack(f, kPiece + 65536, second.substr(65536)));
+  ASSERT_OK(WriteBack(f, 2 * kPiece, Payload(3, kPiece)));
   ASSERT_OK(fs_->Flush(f));
   EXPECT_TRUE(ReadAll(f) == Payload(1, kPiece) + Payload(2, kPiece) + Payload(3, kPiece));
   // A change of size clears a refusal too.
   env_.SetWritable(0);
-  EXPECT_EQ(fs_->Write(f, 3 * kPiece, Payload(4, kPiece)).err(), ENOSPC);
+  EXPECT_EQ(WriteBack(f, 3 * kPiece, Payload(4, kPiece)).err(), ENOSPC);
   env_.SetWritable(ScriptedSpaceEnv::kPlenty);
   SetAttrRequest trunc;
   trunc.set_size = true;
   trunc.size = kPiece;
   kv::InodeRecord r;
   ASSERT_OK(fs_->SetAttr(f, trunc, &r));
-  ASSERT_OK(fs_->Write(f, 4 * kPiece, Payload(5, kPiece)));
+  ASSERT_OK(WriteBack(f, 4 * kPiece, Payload(5, kPiece)));
   ExpectFsckClean();
 }
 
 TEST_F(SpaceRefusalTest, DirtyDataTakenPastARefusedWriteGoesWithIt) {
   const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, kPiece)));
-  ASSERT_OK(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)));  // taken out of order
+  ASSERT_OK(WriteBack(f, 0, Payload(1, kPiece)));
+  ASSERT_OK(WriteBack(f, 2 * kPiece, Payload(3, kPiece)));  // taken out of order
   env_.SetWritable(0);
-  EXPECT_EQ(fs_->Write(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
+  EXPECT_EQ(WriteBack(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
   env_.SetWritable(ScriptedSpaceEnv::kPlenty);
   EXPECT_EQ(Attr(f).size, kPiece);
   ASSERT_OK(fs_->Flush(f));
@@ -548,13 +554,29 @@ TEST_F(SpaceRefusalTest, DirtyDataTakenPastARefusedWriteGoesWithIt) {
 // What a flush stored stays: a refusal below it changes nothing there.
 TEST_F(SpaceRefusalTest, StoredDataPastARefusedWriteStays) {
   const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, 3 * kPiece)));
+  ASSERT_OK(WriteBack(f, 0, Payload(1, 3 * kPiece)));
   ASSERT_OK(fs_->Fsync(f, false));
+  env_.SetWritable(0);
+  EXPECT_EQ(WriteBack(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
+  env_.SetWritable(ScriptedSpaceEnv::kPlenty);
+  EXPECT_EQ(Attr(f).size, 3 * kPiece);
+  EXPECT_TRUE(ReadAll(f) == Payload(1, 3 * kPiece));
+  ExpectFsckClean();
+}
+
+// A caller that waits on its write (no writeback cache, O_DIRECT) is told
+// of the refusal and decides what it writes next: nothing it wrote before
+// goes, and a write elsewhere that fits is taken.
+TEST_F(SpaceRefusalTest, WritesOfACallerToldOfTheRefusalAreNotHeldBack) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 2 * kPiece, Payload(3, kPiece)));
   env_.SetWritable(0);
   EXPECT_EQ(fs_->Write(f, kPiece, Payload(2, kPiece)).err(), ENOSPC);
   env_.SetWritable(ScriptedSpaceEnv::kPlenty);
   EXPECT_EQ(Attr(f).size, 3 * kPiece);
-  EXPECT_TRUE(ReadAll(f) == Payload(1, 3 * kPiece));
+  ASSERT_OK(fs_->Write(f, 3 * kPiece, Payload(4, kPiece)));
+  ASSERT_OK(fs_->Flush(f));
+  EXPECT_TRUE(ReadAll(f) == std::string(2 * kPiece, '\0') + Payload(3, kPiece) + Payload(4, kPiece));
   ExpectFsckClean();
 }
 
