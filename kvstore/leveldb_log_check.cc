@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 
+#include "kvstore/byte_coding.h"
 #include "vlog/whole_file.h"
 
 namespace sepfs::kv {
@@ -24,12 +25,6 @@ std::array<uint32_t, 256> MakeTable() {
   return t;
 }
 
-uint32_t Le32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
 // Whether the physical record at `pos` (inside the block ending at
 // block_end) is intact; *next: where the following one starts.
 bool RecordIntact(const std::string& log, size_t pos, size_t block_end, size_t* next) {
@@ -39,7 +34,7 @@ bool RecordIntact(const std::string& log, size_t pos, size_t block_end, size_t* 
   if (type == 0 || type > kLastType || pos + kHeaderSize + length > block_end) return false;
   const std::string_view typed(h + 6, 1 + length);  // the type byte, then the payload
   *next = pos + kHeaderSize + length;
-  return MaskCrc(Crc32c(typed)) == Le32(h);
+  return MaskCrc(Crc32c(typed)) == LoadLe(h, 4);
 }
 
 }  // namespace

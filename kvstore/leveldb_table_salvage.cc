@@ -3,6 +3,7 @@
 #include <memory>
 #include <set>
 
+#include "kvstore/byte_coding.h"
 #include "kvstore/leveldb_log_check.h"
 #include "kvstore/snappy_raw.h"
 #include "leveldb/env.h"
@@ -21,23 +22,6 @@ constexpr uint64_t kMaxSequence = (uint64_t{1} << 56) - 1;
 // LevelDB writes tables of about 2 MiB; a file far larger is left to
 // RepairDB rather than read into memory.
 constexpr uint64_t kMaxMendBytes = 256ull << 20;
-
-uint64_t Le(const char* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; i++) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
-bool ReadVarint(std::string_view* in, uint64_t* v, int max_bytes) {
-  *v = 0;
-  for (int i = 0; i < max_bytes && !in->empty(); i++) {
-    const uint8_t b = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    *v |= uint64_t{b & 0x7fu} << (7 * i);
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
 
 class StringSource : public leveldb::RandomAccessFile {
  public:
@@ -74,7 +58,7 @@ class InternalOrder : public leveldb::Comparator {
   int Compare(const leveldb::Slice& a, const leveldb::Slice& b) const override {
     const leveldb::Slice ua(a.data(), a.size() - 8), ub(b.data(), b.size() - 8);
     if (int c = ua.compare(ub); c != 0) return c;
-    const uint64_t ta = Le(a.data() + ua.size(), 8), tb = Le(b.data() + ub.size(), 8);
+    const uint64_t ta = LoadLe(a.data() + ua.size(), 8), tb = LoadLe(b.data() + ub.size(), 8);
     return ta > tb ? -1 : ta < tb ? 1 : 0;
   }
   const char* Name() const override { return "leveldb.InternalKeyComparator"; }
@@ -86,7 +70,7 @@ class InternalOrder : public leveldb::Comparator {
 
 bool ValidInternalKey(std::string_view key) {
   if (key.size() < 8) return false;
-  const uint64_t tag = Le(key.data() + key.size() - 8, 8);
+  const uint64_t tag = LoadLe(key.data() + key.size() - 8, 8);
   return (tag & 0xff) <= 1 && (tag >> 8) < kMaxSequence;
 }
 
@@ -101,15 +85,15 @@ bool Before(std::string_view a, std::string_view b) {
 bool ParseDataBlock(std::string_view block, std::string* last,
                     std::vector<std::pair<std::string, std::string>>* entries) {
   if (block.size() < 4) return false;
-  const uint64_t restarts = Le(block.data() + block.size() - 4, 4);
+  const uint64_t restarts = LoadLe(block.data() + block.size() - 4, 4);
   if (restarts == 0 || (restarts + 1) * 4 > block.size()) return false;
   std::string_view in = block.substr(0, block.size() - (restarts + 1) * 4);
   std::string key;
   const size_t before = entries->size();
   while (!in.empty()) {
     uint64_t shared = 0, unshared = 0, value_size = 0;
-    if (!ReadVarint(&in, &shared, 5) || !ReadVarint(&in, &unshared, 5) ||
-        !ReadVarint(&in, &value_size, 5)) {
+    if (!TakeVarint(&in, 5, &shared) || !TakeVarint(&in, 5, &unshared) ||
+        !TakeVarint(&in, 5, &value_size)) {
       return false;
     }
     if (shared > key.size() || unshared + value_size > in.size()) return false;
@@ -130,7 +114,7 @@ bool PointsAtBlocks(const std::vector<std::pair<std::string, std::string>>& entr
   for (size_t i = from; i < entries.size(); i++) {
     std::string_view v = entries[i].second;
     uint64_t off = 0, size = 0;
-    if (!ReadVarint(&v, &off, 10) || !ReadVarint(&v, &size, 10) || !v.empty() ||
+    if (!TakeVarint(&v, 10, &off) || !TakeVarint(&v, 10, &size) || !v.empty() ||
         !blocks.contains({off, size})) {
       return false;
     }
@@ -167,7 +151,7 @@ SalvagedBlocks SalvageTableBlocks(std::string_view table) {
       const char type = table[end];
       const bool match =
           (type == kNoCompression || type == kSnappyCompression) &&
-          MaskCrc(Crc32c(std::string_view(&type, 1), crc)) == Le(table.data() + end + 1, 4);
+          MaskCrc(Crc32c(std::string_view(&type, 1), crc)) == LoadLe(table.data() + end + 1, 4);
       crc = Crc32c(table.substr(end, 1), crc);
       if (!match) continue;
       intact_block = true;
