@@ -96,12 +96,10 @@ class Repairer {
   // (an inline block's data) came back as that file's data.
   Status RecoverLevelDbLogs();
   Status RepairLevelDb(const std::string& why);
-  // kv::BlankDamagedLogRecordsInFile on each of LevelDB's logs, each
-  // log changed reported.
-  Status BlankDamagedLogRecords();
-  // kv::MendDamagedTable on each of LevelDB's tables, each table rebuilt
-  // reported.
-  Status MendDamagedTables();
+  // Before RepairDB, in one listing of STORE/meta:
+  // kv::BlankDamagedLogRecordsInFile on each log and kv::MendDamagedTable on
+  // each table, each file changed reported.
+  Status MendLevelDbFiles();
   // A superblock record that is missing or does not decode is written from
   // STORE/superblock, or else from GuessSuperblock. Nothing happens when
   // LevelDB does not open (its own recovery comes first), when the record
@@ -276,35 +274,28 @@ Status Repairer::RecoverLevelDbLogs() {
   });
 }
 
-Status Repairer::BlankDamagedLogRecords() {
+Status Repairer::MendLevelDbFiles() {
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env_->ListDir(MetaDir(dir_), &names));
   for (const std::string& name : names) {
-    if (!name.ends_with(".log")) continue;
-    uint64_t n = 0;
-    SEPFS_RETURN_IF_ERROR(kv::BlankDamagedLogRecordsInFile(env_, MetaDir(dir_) + "/" + name, &n));
-    if (n > 0) {
-      Change("metadata log " + MetaDir(dir_) + "/" + name + ": blanked " + std::to_string(n) +
-             " records whose checksum failed (with the rest of their 32 KiB block)");
-    }
-  }
-  return Status::OK();
-}
-
-Status Repairer::MendDamagedTables() {
-  std::vector<std::string> names;
-  SEPFS_RETURN_IF_ERROR(env_->ListDir(MetaDir(dir_), &names));
-  for (const std::string& name : names) {
-    if (!name.ends_with(".ldb") && !name.ends_with(".sst")) continue;
-    kv::TableMend mend;
-    SEPFS_RETURN_IF_ERROR(kv::MendDamagedTable(env_, MetaDir(dir_) + "/" + name, &mend));
-    if (mend.entries > 0) {
-      Change("metadata table " + MetaDir(dir_) + "/" + name +
-             ": its index was lost or damaged; rebuilt it from the " +
-             std::to_string(mend.entries) + " keys of its " + std::to_string(mend.blocks) +
-             " intact data blocks from its start (any after the damage are lost; the damaged "
-             "file was kept as " +
-             MetaDir(dir_) + "/lost/" + name + ")");
+    const std::string path = MetaDir(dir_) + "/" + name;
+    if (name.ends_with(".log")) {
+      uint64_t n = 0;
+      SEPFS_RETURN_IF_ERROR(kv::BlankDamagedLogRecordsInFile(env_, path, &n));
+      if (n > 0) {
+        Change("metadata log " + path + ": blanked " + std::to_string(n) +
+               " records whose checksum failed (with the rest of their 32 KiB block)");
+      }
+    } else if (name.ends_with(".ldb") || name.ends_with(".sst")) {
+      kv::TableMend mend;
+      SEPFS_RETURN_IF_ERROR(kv::MendDamagedTable(env_, path, &mend));
+      if (mend.entries > 0) {
+        Change("metadata table " + path + ": its index was lost or damaged; rebuilt it from the " +
+               std::to_string(mend.entries) + " keys of its " + std::to_string(mend.blocks) +
+               " intact data blocks from its start (any after the damage are lost; the damaged "
+               "file was kept as " +
+               MetaDir(dir_) + "/lost/" + name + ")");
+      }
     }
   }
   return Status::OK();
@@ -318,10 +309,7 @@ Status Repairer::RepairLevelDb(const std::string& why) {
   // whose checksum fails are dropped.
   SEPFS_RETURN_IF_ERROR(OnLevelDb(
       /*paranoid=*/true, "running leveldb::RepairDB on", [&](const leveldb::Options& lo) {
-        if (Status st = BlankDamagedLogRecords(); !st.ok()) {
-          return leveldb::Status::IOError(st.ToString());
-        }
-        if (Status st = MendDamagedTables(); !st.ok()) {
+        if (Status st = MendLevelDbFiles(); !st.ok()) {
           return leveldb::Status::IOError(st.ToString());
         }
         return kv::RepairDbInOrder(MetaDir(dir_), lo);

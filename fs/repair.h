@@ -31,7 +31,8 @@
 //   vLog records of inodes without a record (only with
 //     RepairOptions::salvage)  an inode for each, which the passes above
 //                          then move to lost+found (fs/salvage.h)
-//   ... of files that lost block pointers (only with salvage)
+//   ... of files that lost block pointers (with or without salvage: the
+//     allocation count fixed next is the only sign of the loss)
 //                          pointers for the blocks inside the size
 //
 // Each fix is one atomic LevelDB batch (several fixes may share one);
