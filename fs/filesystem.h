@@ -395,6 +395,9 @@ class Filesystem {
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
   // The same, given the disk's free and total bytes.
   uint64_t WritableBytes(uint64_t disk_free, uint64_t disk_total);
+  // With a capacity limit: how much more disk the store may take, the
+  // space it holds for records not yet written counted as taken.
+  uint64_t CapacityRoom() const;
   bool SpaceLow();
   Status StartGc();
   // The stream for a user write of one of in's blocks; prev_seq: seq of the

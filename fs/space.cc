@@ -15,6 +15,10 @@ namespace {
 // metadata, LevelDB's compactions and GC relocation.
 uint64_t Reserve(uint64_t disk_total) { return std::min<uint64_t>(64ull << 20, disk_total / 16); }
 
+// The streams user writes go to unless a file is marked cold.
+constexpr vlog::StreamMask kUserStreams =
+    vlog::MaskOf(vlog::Stream::kHot) | vlog::MaskOf(vlog::Stream::kWarm);
+
 }  // namespace
 
 Status Filesystem::AvailableBytes(uint64_t* out) {
@@ -37,15 +41,22 @@ uint64_t Filesystem::WritableBytes(uint64_t disk_free, uint64_t disk_total) {
   const uint64_t reserve = Reserve(disk_total);
   const uint64_t disk = disk_free > reserve ? disk_free - reserve : 0;
   // The kept files plus the larger of the disk's room and those tails.
-  uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams),
-                          vlog_->ReusableBytes(vlog::MaskOf(vlog::Stream::kHot) |
-                                               vlog::MaskOf(vlog::Stream::kWarm)));
-  const uint64_t cap = store_->super().capacity;
-  if (cap) {
-    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
-    out = std::min(out, used < cap ? cap - used : 0);
-  }
+  const uint64_t user_reusable = vlog_->ReusableBytes(kUserStreams);
+  uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams), user_reusable);
+  // Within a capacity, the same reusable space plus what the store may
+  // still grow by.
+  if (store_->super().capacity) out = std::min(out, CapacityRoom() + user_reusable);
   return out;
+}
+
+uint64_t Filesystem::CapacityRoom() const {
+  const uint64_t cap = store_->super().capacity;
+  // The disk space the store's files take: the segments' bytes, the files
+  // kept for recycling and the unwritten rest of the recycled files open
+  // segments took (all streams: GC's and cold data's too), and LevelDB's.
+  const uint64_t held =
+      vlog_->TotalBytes() + vlog_->ReusableBytes(vlog::kAllStreams) + meta_->ApproximateBytes();
+  return held < cap ? cap - held : 0;
 }
 
 bool Filesystem::SpaceLow() {
@@ -119,11 +130,8 @@ uint64_t Filesystem::MetaRoomLocked(MetaUse use) {
   // vLog segments can reuse: LevelDB grows the disk itself.
   const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
   uint64_t room = meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
-  const uint64_t cap = store_->super().capacity;
-  if (use == MetaUse::kValue && cap) {
-    const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
-    room = std::min(room, used < cap ? cap - used : 0);
-  }
+  // LevelDB grows the store: reusable vLog space is no room for it.
+  if (use == MetaUse::kValue && store_->super().capacity) room = std::min(room, CapacityRoom());
   return room;
 }
 

@@ -462,6 +462,46 @@ TEST_F(CapacityTest, XattrValuesWaitForTheCollectorOnAFullStore) {
   ExpectFsckClean();
 }
 
+// The store's files stay within its capacity when a stream user data does
+// not go to holds a recycled file: the unwritten rest of that file is disk
+// space only that stream's records fill, and the capacity check counted it
+// as room for everyone (a helper's probe: a 1 GiB store took 1 118 MiB of
+// disk once full, the tails of recycled segment files beyond it).
+TEST_F(CapacityTest, RecycledTailsOfOtherStreamsCountAgainstTheCapacity) {
+  ASSERT_GT(fs_options().store.recycle_segments, 0u);
+  std::vector<uint64_t> files;
+  ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
+  for (size_t i = 0; i < files.size(); i++) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
+  }
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
+  ASSERT_GT(fs_->store()->vlog()->stats().free_files, 0u);
+  // A little cold data: the cold stream's segment takes a kept file of a
+  // whole segment and writes 64 KiB of it.
+  const uint64_t cold = Create(kRoot, "cold");
+  ASSERT_OK(fs_->SetXattr(cold, Filesystem::kTemperatureXattr, "cold", 0));
+  ASSERT_OK(fs_->Write(cold, 0, Payload(7, 64 << 10)));
+  ASSERT_OK(fs_->Flush(cold));
+  ASSERT_GT(fs_->store()->vlog()->stats().segments_recycled, 0u);
+  // Then hot files of 64 KiB until the store is full.
+  Status st;
+  for (int i = 0; i < 1024 && st.ok(); i++) {
+    const uint64_t ino = Create(kRoot, "g" + std::to_string(i));
+    st = fs_->Write(ino, 0, Payload(100 + i, 64 << 10));
+    if (st.ok()) st = fs_->Flush(ino);
+  }
+  ASSERT_EQ(st.err(), ENOSPC) << st.ToString();
+  uint64_t on_disk = 0;
+  for (const auto& e : std::filesystem::directory_iterator(store_dir_ + "/vlog")) {
+    if (e.is_regular_file()) on_disk += e.file_size();
+  }
+  const uint64_t meta = fs_->store()->meta()->ApproximateBytes();
+  EXPECT_LE(on_disk + meta, 16u << 20)
+      << "segment files " << on_disk << " bytes, metadata " << meta << " bytes";
+  ExpectFsckClean();
+}
+
 // The disk's free space as a test sets it (total 1 TiB, so the reserve
 // data writes leave alone is 64 MiB). Under 256 MiB writable, every write
 // reads it again.
