@@ -177,11 +177,23 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 // reclaim of the forgotten inode running out of memory) must still not
 // unwind through libfuse's C frames, which would end the daemon.
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Ctx(req)->kernel_listings.Forgotten(ino);
   try {
     Fs(req)->Forget(ino, nlookup);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sepfs: forget of inode %llu: %s\n",
                  static_cast<unsigned long long>(ino), e.what());
+  }
+}
+
+// dir's entries changed: drops the listing of it the kernel may hold from
+// before (KernelListings). Before the reply, so no listing after the call
+// returns can be the old one: the notification takes only the cache's page
+// locks, which the waiting caller does not hold.
+void DropKernelListing(fuse_req_t req, fuse_ino_t dir) {
+  FuseContext* c = Ctx(req);
+  if (c->kernel_listings.Changed(dir) && c->session) {
+    (void)fuse_lowlevel_notify_inval_inode(c->session, dir, 0, 0);
   }
 }
 
@@ -243,22 +255,28 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
 void OpMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   Guard(req, [&] {
     kv::InodeRecord r;
-    ReplyEntry(req, Fs(req)->Mknod(CallerOf(req), parent, name, mode, rdev, &r), r);
+    const Status st = Fs(req)->Mknod(CallerOf(req), parent, name, mode, rdev, &r);
+    if (st.ok()) DropKernelListing(req, parent);
+    ReplyEntry(req, st, r);
   });
 }
 
 void OpMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   Guard(req, [&] {
     kv::InodeRecord r;
-    ReplyEntry(req, Fs(req)->Mknod(CallerOf(req), parent, name, S_IFDIR | (mode & 07777), 0, &r),
-               r);
+    const Status st =
+        Fs(req)->Mknod(CallerOf(req), parent, name, S_IFDIR | (mode & 07777), 0, &r);
+    if (st.ok()) DropKernelListing(req, parent);
+    ReplyEntry(req, st, r);
   });
 }
 
 void OpSymlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   Guard(req, [&] {
     kv::InodeRecord r;
-    ReplyEntry(req, Fs(req)->Symlink(CallerOf(req), parent, name, link, &r), r);
+    const Status st = Fs(req)->Symlink(CallerOf(req), parent, name, link, &r);
+    if (st.ok()) DropKernelListing(req, parent);
+    ReplyEntry(req, st, r);
   });
 }
 
@@ -272,11 +290,19 @@ void OpReadlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 void OpUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Guard(req, [&] { ReplyErr(req, Fs(req)->Unlink(parent, name)); });
+  Guard(req, [&] {
+    const Status st = Fs(req)->Unlink(parent, name);
+    if (st.ok()) DropKernelListing(req, parent);
+    ReplyErr(req, st);
+  });
 }
 
 void OpRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Guard(req, [&] { ReplyErr(req, Fs(req)->Rmdir(parent, name)); });
+  Guard(req, [&] {
+    const Status st = Fs(req)->Rmdir(parent, name);
+    if (st.ok()) DropKernelListing(req, parent);
+    ReplyErr(req, st);
+  });
 }
 
 void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent,
@@ -284,14 +310,13 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   Guard(req, [&] {
     std::vector<uint64_t> moved;
     Status st = Fs(req)->Rename(parent, name, newparent, newname, flags, &moved);
-    // The kernel drops its cached listings of the two parents only; a moved
-    // directory's listing names its old "..". Dropped before the rename is
-    // answered, so no listing after rename(2) returns can be the old one:
-    // the notification takes only the cache's page locks, which the waiting
-    // rename does not hold (a reply first left a window the tests hit).
-    for (uint64_t dir : moved) {
-      if (Ctx(req)->session) (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, dir, 0, 0);
+    // A moved directory's listing names its old "..". Dropped before the
+    // reply: a reply first left a window the tests hit.
+    if (st.ok()) {
+      DropKernelListing(req, parent);
+      if (newparent != parent) DropKernelListing(req, newparent);
     }
+    for (uint64_t dir : moved) DropKernelListing(req, dir);
     ReplyErr(req, st);
   });
 }
@@ -299,7 +324,9 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
 void OpLink(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
   Guard(req, [&] {
     kv::InodeRecord r;
-    ReplyEntry(req, Fs(req)->Link(ino, newparent, newname, &r), r);
+    const Status st = Fs(req)->Link(ino, newparent, newname, &r);
+    if (st.ok()) DropKernelListing(req, newparent);
+    ReplyEntry(req, st, r);
   });
 }
 
@@ -350,6 +377,7 @@ void OpCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     kv::InodeRecord r;
     Status st = fs->Mknod(CallerOf(req), parent, name, S_IFREG | (mode & 07777), 0, &r);
     if (!st.ok()) return ReplyErr(req, st);
+    DropKernelListing(req, parent);
     // Once the kernel opens files itself it sends no RELEASE for any
     // regular file, created ones included: then no handle and no open count
     // (the kernel's lookup reference keeps the inode). A RELEASE that still
@@ -461,8 +489,8 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
 // two round trips fewer per listing. Its defaults for such opens keep the
 // listing in the directory's page cache and serve the next listing from it
 // until the directory changes (every change goes through this mount; the
-// kernel drops the cache on each, and a moved directory's is dropped by
-// OpRename). The kernel resumes any reader at an offset and joins replies
+// kernel checks for one when a listing starts at offset 0, and the first
+// change after a readdir answer drops the cache: KernelListings). The kernel resumes any reader at an offset and joins replies
 // of several readers, which cookies (the same offset for an entry in every
 // listing) allow. Kernels without no-opendir get the same flags here.
 void OpOpendir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
@@ -559,6 +587,7 @@ void DoReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus
         if (!add(listing->entries[i], kv::InodeRecord{}, i)) break;
       }
     }
+    Ctx(req)->kernel_listings.Served(ino);
     if (fuse_reply_buf(req, buf.data(), used) != 0) {
       for (uint64_t i : looked_up) TakeBack(fs, i, /*lookup=*/true, /*open=*/false);
     }

@@ -11,6 +11,7 @@
 #include "fs/dir_listings.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_wire.h"
+#include "fs/kernel_listings.h"
 #include "fs/mount_options.h"
 
 namespace sepfs::fs {
@@ -32,6 +33,7 @@ struct FuseContext {
   // ctime of regular files, and WRITEs leave them alone (WriteEffects).
   std::atomic<bool> writeback_cache{false};
   DirListings listings{kDirListingBytes};
+  KernelListings kernel_listings;
   struct fuse_session* session = nullptr;  // for notifications to the kernel
 };
 
