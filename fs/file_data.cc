@@ -132,11 +132,7 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
     if (in->refused_from >= in->refused_end) in->ClearRefusal();
   }
   if (!fx.kernel_times) in->rec.mtime = in->rec.ctime = Now();
-  if (fx.kill_suidgid) {
-    const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, fx.setid);
-    if (mode != in->rec.mode) in->rec.ctime = Now();
-    in->rec.mode = mode;
-  }
+  if (fx.kill_suidgid) KillSetidLocked(in.get(), fx.setid);
   in->attr_dirty = true;
   stats_.user_bytes_written += data.size();
   if (in->dirty_bytes >= options_.inode_flush_bytes) {
@@ -546,8 +542,16 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
   return Status::OK();
 }
 
+void Filesystem::KillSetidLocked(Inode* in, const SetidCaller& c) {
+  const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, c);
+  if (mode == in->rec.mode) return;
+  in->rec.mode = mode;
+  in->rec.ctime = Now();
+  in->attr_dirty = true;
+}
+
 Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
-                             bool kernel_times) {
+                             const WriteEffects& fx) {
   if (len == 0) return Status::InvalidArgument("fallocate of zero bytes");
   if (off + len < off || off + len > MaxFileSize()) return Status::FromErrno(EFBIG, "too large");
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
@@ -555,12 +559,21 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));
   std::lock_guard<std::mutex> il(in->mu);
   if (!S_ISREG(in->rec.mode)) return Status::FromErrno(ENODEV, "fallocate of non-file");
+  Status st;
   if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-    return PunchLocked(in.get(), off, len, kernel_times);
-  }
-  if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE) {
+    st = PunchLocked(in.get(), off, len, fx.kernel_times);
+  } else if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
+    st = AllocateLocked(in.get(), mode, off, len, fx.kernel_times);
+  } else {
     return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
   }
+  // As a write does, whatever the mode (Linux's file_modified).
+  if (st.ok() && fx.kill_suidgid) KillSetidLocked(in.get(), fx.setid);
+  return st;
+}
+
+Status Filesystem::AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len,
+                                  bool kernel_times) {
   // The bytes past the size must be free now (holes below it are not
   // counted); nothing is reserved, so later writes may still find the
   // store full if others took the space first.
@@ -571,7 +584,7 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.
   if (off + len > in->rec.size) {
-    SEPFS_RETURN_IF_ERROR(FlushBeforeSizeLocked(in.get(), off + len));
+    SEPFS_RETURN_IF_ERROR(FlushBeforeSizeLocked(in, off + len));
     kv::InodeRecord r = in->rec;
     r.size = off + len;
     if (!kernel_times) r.ctime = r.mtime = Now();

@@ -227,7 +227,9 @@ class Filesystem {
   // kernel_times: leave mtime and ctime alone (the writeback cache, where
   // the kernel stamps them itself and sends them in a SETATTR; see
   // WriteEffects).
-  Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len, bool kernel_times = false);
+  // fx: kernel_times, and set-id bits to clear on success (kill_suidgid).
+  Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
+                   const WriteEffects& fx = {});
   Status FlushAll(bool sync);
 
   // Extended attributes. GetXattr with size 0 returns the size in *value_size.
@@ -347,6 +349,11 @@ class Filesystem {
   // Drops the dirty blocks [first, end), keeping the dirty byte counts.
   void EraseDirtyLocked(Inode* in, uint64_t first, uint64_t end);
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times);
+  // fallocate of mode 0 or FALLOC_FL_KEEP_SIZE.
+  Status AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len, bool kernel_times);
+  // Clears in's set-id bits as a change by c does (KillSuidSgid), with a new
+  // ctime if they change; stored with the next flush, as a write's times.
+  void KillSetidLocked(Inode* in, const SetidCaller& c);
   // Takes `bytes` of what the store may still take for data (waiting up to
   // 10 s for GC when sealed segments hold that much garbage); ENOSPC if
   // it cannot. Called before any lock of the namespace or an inode.

@@ -713,9 +713,20 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                  struct fuse_file_info*) {
   Guard(req, [&] {
     if (off < 0 || len <= 0) return ReplyErr(req, Status::InvalidArgument("range"));
-    ReplyErr(req, Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
-                                     static_cast<uint64_t>(len),
-                                     Ctx(req)->writeback_cache.load()));
+    // Under KILLPRIV_V2 the kernel leaves clearing the set-id bits to the
+    // server, but FALLOCATE carries no flag saying the caller lacks
+    // CAP_FSETID (as a WRITE does): judge by the caller, root standing in
+    // for it. Without KILLPRIV_V2 the kernel clears them itself first.
+    WriteEffects fx{.kill_suidgid = Ctx(req)->wire.killpriv_v2.load() && fuse_req_ctx(req)->uid != 0,
+                    .kernel_times = Ctx(req)->writeback_cache.load()};
+    if (fx.kill_suidgid) fx.setid = SetidCallerOf(req);
+    const Status st = Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
+                                         static_cast<uint64_t>(len), fx);
+    // The kernel keeps its cached mode otherwise (see OpWrite).
+    if (st.ok() && fx.kill_suidgid && Ctx(req)->session) {
+      (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, -1, 0);
+    }
+    ReplyErr(req, st);
   });
 }
 

@@ -368,7 +368,7 @@ TEST_F(ErrorTest, FailedPunchKeepsUnflushedData) {
   model().FailNth(FaultOp::kWrite, FaultScope::kLevelDb, 1, EIO);
   // Edges in blocks 0 and 2, block 1 whole.
   EXPECT_ERRNO(fs_->Fallocate(ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4000,
-                              2 * 4096 + 100, false),
+                              2 * 4096 + 100),
                EIO);
   EXPECT_EQ(model().injected(), 1u);
   model().ClearFailures();
