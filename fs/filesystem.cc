@@ -434,6 +434,7 @@ Status Filesystem::CreateEntry(const Caller& c, uint64_t parent_ino, std::string
   std::lock_guard<std::mutex> pl(parent->mu);
   if (!IsDir(parent->rec.mode)) return Status::FromErrno(ENOTDIR, "parent is not a directory");
   if (parent->rec.nlink == 0) return Status::NotFound("parent directory was removed");
+  if (IsDir(mode) && parent->rec.nlink >= kLinkMax) return Status::FromErrno(EMLINK, "links");
   kv::DirEntry existing;
   Status st = GetDentry(parent_ino, name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
@@ -509,6 +510,7 @@ Status Filesystem::Link(uint64_t ino, uint64_t new_parent, std::string_view new_
   if (IsDir(in->rec.mode)) return Status::FromErrno(EPERM, "hard link to a directory");
   if (!IsDir(parent->rec.mode)) return Status::FromErrno(ENOTDIR, "parent is not a directory");
   if (in->rec.nlink == 0 || parent->rec.nlink == 0) return Status::NotFound("removed");
+  if (in->rec.nlink >= kLinkMax) return Status::FromErrno(EMLINK, "links");
   kv::DirEntry existing;
   Status st = GetDentry(new_parent, new_name, &existing);
   if (st.ok()) return Status::FromErrno(EEXIST, "entry exists");
@@ -645,6 +647,14 @@ Status Filesystem::Rename(uint64_t parent_ino, std::string_view name, uint64_t n
       }
     }
     LockSet locks({parent.get(), new_parent.get(), src.get(), dst.get()});
+    // A directory moved to another parent is one more link of that parent
+    // (of the old one too, when an exchange moves a directory back).
+    if (parent != new_parent && src_dir != dst_dir) {
+      const Inode* gains = src_dir ? new_parent.get() : parent.get();
+      if ((src_dir || (flags & RENAME_EXCHANGE)) && gains->rec.nlink >= kLinkMax) {
+        return Status::FromErrno(EMLINK, "links");
+      }
+    }
     // A file renamed over another (write, close, rename: how editors and
     // package managers replace one) has its data stored first, as ext4's
     // auto_da_alloc does: a crash then leaves the old file or the new one,

@@ -146,6 +146,9 @@ class Filesystem {
  public:
   static constexpr uint64_t kRootIno = 1;
   static constexpr size_t kNameMax = 255;
+  // Links an inode may have (st_nlink is 32 bits in FUSE); one more fails
+  // with EMLINK instead of wrapping to 0, which would reclaim the inode.
+  static constexpr uint32_t kLinkMax = UINT32_MAX;
   static constexpr size_t kXattrNameMax = 255;
   static constexpr size_t kXattrValueMax = 64 * 1024;
   static constexpr size_t kSymlinkMax = 4095;

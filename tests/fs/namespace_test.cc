@@ -79,6 +79,35 @@ TEST_F(NamespaceTest, MknodRejectsBadType) {
   EXPECT_ERRNO(fs_->Mknod(caller_, kRoot, "a/b", S_IFREG | 0644, 0, &r), EINVAL);
 }
 
+// A link count at the largest st_nlink refuses one more link (EMLINK)
+// instead of wrapping to 0, which would take the inode for unlinked.
+TEST_F(NamespaceTest, LinkCountsStopAtTheLargestNlink) {
+  const uint64_t full = Mkdir(kRoot, "full");
+  const uint64_t other = Mkdir(kRoot, "other");
+  const uint64_t f = Create(kRoot, "f");
+  const uint64_t sub = Mkdir(other, "sub");
+  for (uint64_t ino : {full, other, f, sub}) fs_->Forget(ino, 1);
+  CloseFs();
+  Damage([&](kv::MetaStore* meta, kv::Batch* b) {
+    for (uint64_t ino : {full, f}) {
+      kv::InodeRecord r;
+      ASSERT_OK(meta->GetInode(ino, &r));
+      r.nlink = Filesystem::kLinkMax;
+      b->PutInode(r);
+    }
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  kv::InodeRecord r;
+  EXPECT_ERRNO(fs_->Link(f, kRoot, "f2", &r), EMLINK);
+  EXPECT_EQ(Attr(f).nlink, Filesystem::kLinkMax);
+  EXPECT_ERRNO(fs_->Mknod(Caller{}, full, "d", S_IFDIR | 0755, 0, &r), EMLINK);
+  ASSERT_OK(fs_->Mknod(Caller{}, full, "file", S_IFREG | 0644, 0, &r));  // files add none
+  EXPECT_ERRNO(fs_->Rename(other, "sub", full, "sub", 0), EMLINK);
+  EXPECT_ERRNO(fs_->Rename(full, "file", other, "sub", RENAME_EXCHANGE), EMLINK);
+  EXPECT_EQ(Attr(full).nlink, Filesystem::kLinkMax);
+  EXPECT_EQ(InoOf(other, "sub"), sub);
+}
+
 TEST_F(NamespaceTest, MkdirLinkCounts) {
   const uint64_t d = Mkdir(kRoot, "d");
   kv::InodeRecord r = Attr(d);
