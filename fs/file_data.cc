@@ -542,16 +542,18 @@ Status Filesystem::PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kerne
   return Status::OK();
 }
 
-void Filesystem::KillSetidLocked(Inode* in, const SetidCaller& c) {
+bool Filesystem::KillSetidLocked(Inode* in, const SetidCaller& c) {
   const uint32_t mode = KillSuidSgid(in->rec.mode, in->rec.gid, c);
-  if (mode == in->rec.mode) return;
+  if (mode == in->rec.mode) return false;
   in->rec.mode = mode;
   in->rec.ctime = Now();
   in->attr_dirty = true;
+  return true;
 }
 
 Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
-                             const WriteEffects& fx) {
+                             const WriteEffects& fx, bool* setid_cleared) {
+  if (setid_cleared != nullptr) *setid_cleared = false;
   if (len == 0) return Status::InvalidArgument("fallocate of zero bytes");
   if (off + len < off || off + len > MaxFileSize()) return Status::FromErrno(EFBIG, "too large");
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
@@ -568,7 +570,9 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
     return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
   }
   // As a write does, whatever the mode (Linux's file_modified).
-  if (st.ok() && fx.kill_suidgid) KillSetidLocked(in.get(), fx.setid);
+  if (st.ok() && fx.kill_suidgid && KillSetidLocked(in.get(), fx.setid) && setid_cleared) {
+    *setid_cleared = true;
+  }
   return st;
 }
 

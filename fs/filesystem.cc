@@ -122,6 +122,11 @@ Status Filesystem::StartGc() {
     return now > last ? now - last : 0;
   };
   hooks.space_changed = [this] {
+    // The collector's copies are not checked against a capacity; the files
+    // it kept for recycling must not keep the store beyond it.
+    if (store_->super().capacity && CapacityRoom(vlog_->Reusable(), 0) == 0) {
+      (void)vlog_->DropKeptFiles();
+    }
     std::lock_guard<std::mutex> l(space_wait_mu_);
     space_epoch_++;
     space_cv_.notify_all();
@@ -168,17 +173,19 @@ void Filesystem::Ref(const InodeRef& in, uint64_t lookups) {
   in->lookups += lookups;
 }
 
-void Filesystem::Forget(uint64_t ino, uint64_t nlookup) {
+bool Filesystem::Forget(uint64_t ino, uint64_t nlookup) {
   {
     std::lock_guard<std::mutex> l(table_mu_);
     auto it = table_.find(ino);
-    if (it == table_.end()) return;
+    if (it == table_.end()) return true;
     Inode* in = it->second.get();
     in->lookups = in->lookups > nlookup ? in->lookups - nlookup : 0;
-    if (in->lookups > 0 || in->opens > 0) return;
+    if (in->lookups > 0) return false;
+    if (in->opens > 0) return true;
   }
   std::unique_lock<std::shared_mutex> ns(ns_mu_);
   MaybeEvict(ino);
+  return true;
 }
 
 void Filesystem::MaybeEvict(uint64_t ino) {

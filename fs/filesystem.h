@@ -166,7 +166,8 @@ class Filesystem {
   // Namespace. Functions returning an InodeRecord for a new or found entry
   // add one kernel reference (lookup count) to it.
   Status Lookup(uint64_t parent, std::string_view name, kv::InodeRecord* out);
-  void Forget(uint64_t ino, uint64_t nlookup);
+  // Drops nlookup kernel references; whether the kernel holds none now.
+  bool Forget(uint64_t ino, uint64_t nlookup);
   Status GetAttr(uint64_t ino, kv::InodeRecord* out);
   Status SetAttr(uint64_t ino, const SetAttrRequest& req, kv::InodeRecord* out);
   // Creates a regular file, device, fifo or socket (S_IFMT in mode); S_IFDIR
@@ -230,9 +231,10 @@ class Filesystem {
   // kernel_times: leave mtime and ctime alone (the writeback cache, where
   // the kernel stamps them itself and sends them in a SETATTR; see
   // WriteEffects).
-  // fx: kernel_times, and set-id bits to clear on success (kill_suidgid).
+  // fx: kernel_times, and set-id bits to clear on success (kill_suidgid);
+  // *setid_cleared: whether that changed the mode.
   Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
-                   const WriteEffects& fx = {});
+                   const WriteEffects& fx = {}, bool* setid_cleared = nullptr);
   Status FlushAll(bool sync);
 
   // Extended attributes. GetXattr with size 0 returns the size in *value_size.
@@ -355,8 +357,9 @@ class Filesystem {
   // fallocate of mode 0 or FALLOC_FL_KEEP_SIZE.
   Status AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len, bool kernel_times);
   // Clears in's set-id bits as a change by c does (KillSuidSgid), with a new
-  // ctime if they change; stored with the next flush, as a write's times.
-  void KillSetidLocked(Inode* in, const SetidCaller& c);
+  // ctime if they change (returns whether they did); stored with the next
+  // flush, as a write's times.
+  bool KillSetidLocked(Inode* in, const SetidCaller& c);
   // Takes `bytes` of what the store may still take for data (waiting up to
   // 10 s for GC when sealed segments hold that much garbage); ENOSPC if
   // it cannot. Called before any lock of the namespace or an inode.
@@ -405,9 +408,10 @@ class Filesystem {
   Status AvailableBytes(uint64_t* out);  // writable bytes, reserve excluded
   // The same, given the disk's free and total bytes.
   uint64_t WritableBytes(uint64_t disk_free, uint64_t disk_total);
-  // With a capacity limit: how much more disk the store may take, the
-  // space it holds for records not yet written counted as taken.
-  uint64_t CapacityRoom() const;
+  // With a capacity limit: how much more the store may take, given its
+  // reusable space r (counted as taken) of which writes of the kind asked
+  // about can fill reusable_room without growing the store.
+  uint64_t CapacityRoom(const vlog::ReusableSpace& r, uint64_t reusable_room) const;
   bool SpaceLow();
   Status StartGc();
   // The stream for a user write of one of in's blocks; prev_seq: seq of the

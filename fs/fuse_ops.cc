@@ -177,9 +177,11 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 // reclaim of the forgotten inode running out of memory) must still not
 // unwind through libfuse's C frames, which would end the daemon.
 void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  Ctx(req)->kernel_listings.Forgotten(ino);
   try {
-    Fs(req)->Forget(ino, nlookup);
+    // Only once every reference is gone: the kernel also forgets some of
+    // an inode it keeps, and with io_uring a FORGET of an evicted inode may
+    // come after the READDIR of the inode looked up again.
+    if (Fs(req)->Forget(ino, nlookup)) Ctx(req)->kernel_listings.Forgotten(ino);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sepfs: forget of inode %llu: %s\n",
                  static_cast<unsigned long long>(ino), e.what());
@@ -188,8 +190,10 @@ void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 
 // dir's entries changed: drops the listing of it the kernel may hold from
 // before (KernelListings). Before the reply, so no listing after the call
-// returns can be the old one: the notification takes only the cache's page
-// locks, which the waiting caller does not hold.
+// returns can be the old one. The notification takes only the cache's page
+// locks, which only a reader of the directory holds, under the directory's
+// i_rwsem shared, and the caller holds it exclusive; for the same reason no
+// READDIR of dir runs beside the change.
 void DropKernelListing(fuse_req_t req, fuse_ino_t dir) {
   FuseContext* c = Ctx(req);
   if (c->kernel_listings.Changed(dir) && c->session) {
@@ -316,7 +320,11 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
       DropKernelListing(req, parent);
       if (newparent != parent) DropKernelListing(req, newparent);
     }
-    for (uint64_t dir : moved) DropKernelListing(req, dir);
+    // Whether or not readdir answered since (moves are rare).
+    for (uint64_t dir : moved) {
+      (void)Ctx(req)->kernel_listings.Changed(dir);
+      if (Ctx(req)->session) (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, dir, 0, 0);
+    }
     ReplyErr(req, st);
   });
 }
@@ -720,10 +728,11 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
     WriteEffects fx{.kill_suidgid = Ctx(req)->wire.killpriv_v2.load() && fuse_req_ctx(req)->uid != 0,
                     .kernel_times = Ctx(req)->writeback_cache.load()};
     if (fx.kill_suidgid) fx.setid = SetidCallerOf(req);
+    bool cleared = false;
     const Status st = Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
-                                         static_cast<uint64_t>(len), fx);
+                                         static_cast<uint64_t>(len), fx, &cleared);
     // The kernel keeps its cached mode otherwise (see OpWrite).
-    if (st.ok() && fx.kill_suidgid && Ctx(req)->session) {
+    if (cleared && Ctx(req)->session) {
       (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, -1, 0);
     }
     ReplyErr(req, st);

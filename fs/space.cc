@@ -15,10 +15,6 @@ namespace {
 // metadata, LevelDB's compactions and GC relocation.
 uint64_t Reserve(uint64_t disk_total) { return std::min<uint64_t>(64ull << 20, disk_total / 16); }
 
-// The streams user writes go to unless a file is marked cold.
-constexpr vlog::StreamMask kUserStreams =
-    vlog::MaskOf(vlog::Stream::kHot) | vlog::MaskOf(vlog::Stream::kWarm);
-
 }  // namespace
 
 Status Filesystem::AvailableBytes(uint64_t* out) {
@@ -33,30 +29,32 @@ uint64_t Filesystem::WritableBytes(uint64_t disk_free, uint64_t disk_total) {
   // and GC relocation, so the collector can always make progress on a full
   // store. The files of collected segments kept for recycling are room too:
   // the next segments take them before the store grows. So is the unwritten
-  // rest of the recycled files that the segments of the streams user data
-  // goes to have taken, but only for data of those streams: it counts
-  // instead of the disk's free space when it is larger, so writes that go
-  // to other streams can take no more of the reserve than it, and only on a
-  // nearly full disk.
+  // rest of a recycled file that the segment of a stream user data goes to
+  // (hot or warm) has taken, but only for data of that stream, which is
+  // chosen at the flush: a write counted against one stream's rest may go
+  // to the other and grow the store by up to that rest (less than a
+  // segment). It counts instead of the disk's free space when it is
+  // larger, so that such writes take no more of the reserve than it, and
+  // only on a nearly full disk.
   const uint64_t reserve = Reserve(disk_total);
   const uint64_t disk = disk_free > reserve ? disk_free - reserve : 0;
-  // The kept files plus the larger of the disk's room and those tails.
-  const uint64_t user_reusable = vlog_->ReusableBytes(kUserStreams);
-  uint64_t out = std::max(disk + vlog_->ReusableBytes(vlog::kNoStreams), user_reusable);
-  // Within a capacity, the same reusable space plus what the store may
-  // still grow by.
-  if (store_->super().capacity) out = std::min(out, CapacityRoom() + user_reusable);
+  const vlog::ReusableSpace r = vlog_->Reusable();
+  const uint64_t tail = r.Tail(vlog::Stream::kHot) + r.Tail(vlog::Stream::kWarm);
+  uint64_t out = r.kept + std::max(disk, tail);
+  // Within a capacity: what the store may still grow by, plus the same
+  // reusable room.
+  if (store_->super().capacity) out = std::min(out, CapacityRoom(r, r.kept + tail));
   return out;
 }
 
-uint64_t Filesystem::CapacityRoom() const {
-  const uint64_t cap = store_->super().capacity;
+uint64_t Filesystem::CapacityRoom(const vlog::ReusableSpace& r, uint64_t reusable_room) const {
   // The disk space the store's files take: the segments' bytes, the files
   // kept for recycling and the unwritten rest of the recycled files open
   // segments took (all streams: GC's and cold data's too), and LevelDB's.
-  const uint64_t held =
-      vlog_->TotalBytes() + vlog_->ReusableBytes(vlog::kAllStreams) + meta_->ApproximateBytes();
-  return held < cap ? cap - held : 0;
+  // Writes that go into reusable space do not grow it.
+  const uint64_t held = vlog_->TotalBytes() + r.Of(vlog::kAllStreams) + meta_->ApproximateBytes();
+  const uint64_t limit = store_->super().capacity + reusable_room;
+  return held < limit ? limit - held : 0;
 }
 
 bool Filesystem::SpaceLow() {
@@ -131,7 +129,9 @@ uint64_t Filesystem::MetaRoomLocked(MetaUse use) {
   const uint64_t floor = use == MetaUse::kEntry ? meta_reserve_ / 4 * 3 : meta_reserve_;
   uint64_t room = meta_disk_free_ > floor ? meta_disk_free_ - floor : 0;
   // LevelDB grows the store: reusable vLog space is no room for it.
-  if (use == MetaUse::kValue && store_->super().capacity) room = std::min(room, CapacityRoom());
+  if (use == MetaUse::kValue && store_->super().capacity) {
+    room = std::min(room, CapacityRoom(vlog_->Reusable(), 0));
+  }
   return room;
 }
 

@@ -123,7 +123,7 @@ class ValueLog::Impl {
   std::vector<SegmentInfo> Segments() const;
   Stats stats() const;
   uint64_t TotalBytes() const;
-  uint64_t ReusableBytes(StreamMask tails) const;
+  ReusableSpace Reusable() const;
   // Removes every free file (a full disk needs their space); returns how
   // many.
   size_t DropFreeFiles();
@@ -1028,18 +1028,19 @@ uint64_t ValueLog::Impl::FreeFileBytesLocked() const {
   return total;
 }
 
-uint64_t ValueLog::Impl::ReusableBytes(StreamMask tails) const {
+ReusableSpace ValueLog::Impl::Reusable() const {
   std::shared_lock lk(segs_mu_);
-  uint64_t total = FreeFileBytesLocked();
+  ReusableSpace r;
+  r.kept = FreeFileBytesLocked();
   // Without the stream locks, which a flush may hold for a while: a segment
   // lowers taken_bytes before its file is cut.
   for (const auto& [id, seg] : segs_) {
     const uint64_t taken = seg->taken_bytes.load();
-    if (taken == 0 || !seg->open.load() || (tails & MaskOf(seg->stream)) == 0) continue;
+    if (taken == 0 || !seg->open.load()) continue;
     const uint64_t size = seg->size.load();
-    if (taken > size) total += taken - size;
+    if (taken > size) r.tails[static_cast<int>(seg->stream)] += taken - size;
   }
-  return total;
+  return r;
 }
 
 uint64_t ValueLog::Impl::TotalBytes() const {
@@ -1301,7 +1302,7 @@ uint64_t ValueLog::DropCount(StreamMask streams) const { return impl_->DropCount
 
 Stats ValueLog::stats() const { return impl_->stats(); }
 uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
-uint64_t ValueLog::ReusableBytes(StreamMask tails) const { return impl_->ReusableBytes(tails); }
+ReusableSpace ValueLog::Reusable() const { return impl_->Reusable(); }
 size_t ValueLog::DropKeptFiles() { return impl_->DropFreeFiles(); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {

@@ -166,6 +166,24 @@ constexpr StreamMask kAllStreams = (1u << kNumStreams) - 1;
 constexpr StreamMask kNoStreams = 0;
 constexpr StreamMask MaskOf(Stream s) { return 1u << static_cast<int>(s); }
 
+// Disk space the vLog holds for records not yet written (ValueLog::Reusable):
+// the files kept for recycling, which any stream's next segment takes, and
+// per stream the unwritten rest of the recycled file its open segment took,
+// which only that stream's records fill.
+struct ReusableSpace {
+  uint64_t kept = 0;
+  uint64_t tails[kNumStreams] = {};
+  // kept plus the tails of `streams`.
+  uint64_t Of(StreamMask streams) const {
+    uint64_t n = kept;
+    for (int i = 0; i < kNumStreams; i++) {
+      if (streams & (1u << i)) n += tails[i];
+    }
+    return n;
+  }
+  uint64_t Tail(Stream s) const { return tails[static_cast<int>(s)]; }
+};
+
 class ValueLog {
  public:
   // Opens (creating if missing, mode 0700) the segment directory `dir`.
@@ -266,7 +284,9 @@ class ValueLog {
   // recycled files that the open segments of `tails` took, which only
   // records of that stream fill. New records go there before the store
   // grows, so to whoever accounts for the store's space it is free.
-  uint64_t ReusableBytes(StreamMask tails = kAllStreams) const;
+  uint64_t ReusableBytes(StreamMask tails = kAllStreams) const { return Reusable().Of(tails); }
+  // The same, by stream, in one pass.
+  ReusableSpace Reusable() const;
   // Removes the files kept for recycling, giving their space back to the
   // disk (for whoever needs it more than the next segment: the metadata
   // store on a nearly full disk). Returns how many were removed; the

@@ -377,6 +377,27 @@ class CapacityTest : public GcTest {
     ASSERT_OK(Mkfs(store_dir_, mo));
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   }
+  // Writes new files of 64 KiB until one fails, which must be for lack of
+  // space, within 1 024 files.
+  void FillWithSmallFiles() {
+    Status st;
+    for (int i = 0; i < 1024 && st.ok(); i++) {
+      const uint64_t ino = Create(kRoot, "g" + std::to_string(i));
+      st = fs_->Write(ino, 0, Payload(100 + i, 64 << 10));
+      if (st.ok()) st = fs_->Flush(ino);
+    }
+    ASSERT_EQ(st.err(), ENOSPC) << st.ToString();
+  }
+  // The store's files take no more disk than its capacity, plus `slack`.
+  void ExpectWithinCapacity(uint64_t slack = 0) {
+    uint64_t on_disk = 0;
+    for (const auto& e : std::filesystem::directory_iterator(store_dir_ + "/vlog")) {
+      if (e.is_regular_file()) on_disk += e.file_size();
+    }
+    const uint64_t meta = fs_->store()->meta()->ApproximateBytes();
+    EXPECT_LE(on_disk + meta, (16u << 20) + slack)
+        << "segment files " << on_disk << " bytes, metadata " << meta << " bytes";
+  }
   // Writes files f0, f1, ... of 1 MiB each (up to 64) until one fails; the
   // status of that write.
   Status FillWithFiles(std::vector<uint64_t>* files) {
@@ -479,26 +500,46 @@ TEST_F(CapacityTest, RecycledTailsOfOtherStreamsCountAgainstTheCapacity) {
   ASSERT_GT(fs_->store()->vlog()->stats().free_files, 0u);
   // A little cold data: the cold stream's segment takes a kept file of a
   // whole segment and writes 64 KiB of it.
+  const uint64_t recycled = fs_->store()->vlog()->stats().segments_recycled;
   const uint64_t cold = Create(kRoot, "cold");
   ASSERT_OK(fs_->SetXattr(cold, Filesystem::kTemperatureXattr, "cold", 0));
   ASSERT_OK(fs_->Write(cold, 0, Payload(7, 64 << 10)));
   ASSERT_OK(fs_->Flush(cold));
-  ASSERT_GT(fs_->store()->vlog()->stats().segments_recycled, 0u);
-  // Then hot files of 64 KiB until the store is full.
-  Status st;
-  for (int i = 0; i < 1024 && st.ok(); i++) {
-    const uint64_t ino = Create(kRoot, "g" + std::to_string(i));
-    st = fs_->Write(ino, 0, Payload(100 + i, 64 << 10));
-    if (st.ok()) st = fs_->Flush(ino);
+  ASSERT_GT(fs_->store()->vlog()->Reusable().Tail(vlog::Stream::kCold), 0u);
+  ASSERT_GT(fs_->store()->vlog()->stats().segments_recycled, recycled);
+  ASSERT_NO_FATAL_FAILURE(FillWithSmallFiles());
+  ExpectWithinCapacity();
+  ExpectFsckClean();
+}
+
+// The rest of a recycled file that the hot or the warm stream took is room
+// for user writes, but a write may go to the other one (its stream is
+// chosen at its flush): the store may then pass its capacity by that rest,
+// at most a segment, and no more (a review: above the capacity such a rest
+// stayed room for ever, so a 16 MiB store took 73 MiB of new files). The
+// collector, which runs while the store fills, copies without a capacity
+// check; the files it keeps for recycling go once the store holds more
+// than its capacity.
+TEST_F(CapacityTest, TheCapacityIsPassedByOneUserStreamsRestAtMost) {
+  std::vector<uint64_t> files;
+  ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
+  for (size_t i = 6; i < files.size(); i++) {
+    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+    fs_->Forget(files[i], 1);
   }
-  ASSERT_EQ(st.err(), ENOSPC) << st.ToString();
-  uint64_t on_disk = 0;
-  for (const auto& e : std::filesystem::directory_iterator(store_dir_ + "/vlog")) {
-    if (e.is_regular_file()) on_disk += e.file_size();
+  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
+  // A new file goes to one user stream, its rewrite to the other: each
+  // takes a kept file.
+  const uint64_t w = Create(kRoot, "w");
+  for (int i = 0; i < 2; i++) {
+    ASSERT_OK(fs_->Write(w, 0, Payload(7 + i, 64 << 10)));
+    ASSERT_OK(fs_->Flush(w));
   }
-  const uint64_t meta = fs_->store()->meta()->ApproximateBytes();
-  EXPECT_LE(on_disk + meta, 16u << 20)
-      << "segment files " << on_disk << " bytes, metadata " << meta << " bytes";
+  const vlog::ReusableSpace r = fs_->store()->vlog()->Reusable();
+  ASSERT_GT(r.Tail(vlog::Stream::kHot), 0u);
+  ASSERT_GT(r.Tail(vlog::Stream::kWarm), 0u);
+  ASSERT_NO_FATAL_FAILURE(FillWithSmallFiles());
+  ExpectWithinCapacity(/*slack=*/1u << 20);  // one segment
   ExpectFsckClean();
 }
 

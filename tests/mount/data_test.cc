@@ -292,13 +292,17 @@ TEST_P(DataTest, ListingResumedByANewHandleAfterAChangeIsCurrent) {
   }
   // One way of changing the directory per round; each starts from a full
   // listing that leaves it in the kernel's cache.
+  ASSERT_SYS_OK(::mkdir(P("e").c_str(), 0755));
+  auto at = [this](const std::string& prefix, int i) { return P(prefix + std::to_string(i)); };
   const std::vector<std::function<void(int)>> changes = {
-      [&](int i) {
-        ASSERT_SYS_OK(::rename(P("d/f" + std::to_string(i)).c_str(),
-                               P("d/g" + std::to_string(i)).c_str()));
-      },
-      [&](int i) { ASSERT_NO_FATAL_FAILURE(WriteFile(P("d/h" + std::to_string(i)), "y")); },
-      [&](int i) { ASSERT_SYS_OK(::unlink(P("d/g" + std::to_string(i)).c_str())); },
+      [&](int i) { ASSERT_SYS_OK(::rename(at("d/f", i).c_str(), at("d/g", i).c_str())); },
+      [&](int i) { ASSERT_NO_FATAL_FAILURE(WriteFile(at("d/h", i), "y")); },
+      [&](int i) { ASSERT_SYS_OK(::unlink(at("d/g", i).c_str())); },
+      [&](int i) { ASSERT_SYS_OK(::mkdir(at("d/m", i).c_str(), 0755)); },
+      [&](int i) { ASSERT_SYS_OK(::symlink("h", at("d/s", i).c_str())); },
+      [&](int i) { ASSERT_SYS_OK(::link(at("d/h", i).c_str(), at("d/l", i).c_str())); },
+      [&](int i) { ASSERT_SYS_OK(::rmdir(at("d/m", i).c_str())); },
+      [&](int i) { ASSERT_SYS_OK(::rename(at("d/h", i).c_str(), at("e/h", i).c_str())); },
   };
   for (size_t round = 0; round < changes.size(); ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
