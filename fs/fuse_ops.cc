@@ -498,9 +498,10 @@ void OpFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info
 // listing in the directory's page cache and serve the next listing from it
 // until the directory changes (every change goes through this mount; the
 // kernel checks for one when a listing starts at offset 0, and the first
-// change after a readdir answer drops the cache: KernelListings). The kernel resumes any reader at an offset and joins replies
-// of several readers, which cookies (the same offset for an entry in every
-// listing) allow. Kernels without no-opendir get the same flags here.
+// change after a readdir answer drops the cache: KernelListings). The
+// kernel resumes any reader at an offset and joins replies of several
+// readers, which cookies (the same offset for an entry in every listing)
+// allow. Kernels without no-opendir get the same flags here.
 void OpOpendir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
   if (Ctx(req)->no_opendir) {
     fuse_reply_err(req, ENOSYS);  // success, and no OPENDIR from now on
@@ -725,8 +726,9 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
     // server, but FALLOCATE carries no flag saying the caller lacks
     // CAP_FSETID (as a WRITE does): judge by the caller, root standing in
     // for it. Without KILLPRIV_V2 the kernel clears them itself first.
-    WriteEffects fx{.kill_suidgid = Ctx(req)->wire.killpriv_v2.load() && fuse_req_ctx(req)->uid != 0,
-                    .kernel_times = Ctx(req)->writeback_cache.load()};
+    WriteEffects fx{
+        .kill_suidgid = Ctx(req)->wire.killpriv_v2.load() && fuse_req_ctx(req)->uid != 0,
+        .kernel_times = Ctx(req)->writeback_cache.load()};
     if (fx.kill_suidgid) fx.setid = SetidCallerOf(req);
     bool cleared = false;
     const Status st = Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),

@@ -36,13 +36,8 @@ class KernelListings {
   // The kernel forgot dir's inode, and with it any cached listing.
   void Forgotten(uint64_t dir) { (void)Changed(dir); }
 
-  size_t size() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return listed_.size();
-  }
-
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::unordered_set<uint64_t> listed_;
 };
 
