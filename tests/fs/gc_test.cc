@@ -377,6 +377,14 @@ class CapacityTest : public GcTest {
     ASSERT_OK(Mkfs(store_dir_, mo));
     ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   }
+  // Unlinks files f<first> .. f<end - 1> of FillWithFiles and drops the
+  // kernel's reference to each.
+  void UnlinkFiles(const std::vector<uint64_t>& files, size_t first, size_t end) {
+    for (size_t i = first; i < end; i++) {
+      ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
+      fs_->Forget(files[i], 1);
+    }
+  }
   // Writes new files of 64 KiB until one fails, which must be for lack of
   // space, within 1 024 files.
   void FillWithSmallFiles() {
@@ -421,10 +429,8 @@ TEST_F(CapacityTest, FullStoreReturnsEnospcAndDeletingMakesRoom) {
   EXPECT_LE(sv.f_blocks * sv.f_frsize, 16u << 20);
   EXPECT_LT(sv.f_bavail * sv.f_frsize, 4u << 20);
   // Free most of it, then write again: space comes back without a remount.
-  for (size_t i = 0; i + 2 < files.size(); i++) {
-    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
-    fs_->Forget(files[i], 1);
-  }
+  ASSERT_GT(files.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, files.size() - 2));
   const uint64_t ino = Create(kRoot, "after");
   ASSERT_OK(fs_->Write(ino, 0, Payload(99, 6 << 20)));
   ASSERT_OK(fs_->Flush(ino));
@@ -473,10 +479,8 @@ TEST_F(CapacityTest, XattrValuesWaitForTheCollectorOnAFullStore) {
     if (!fs_->SetXattr(keep, "user.v" + std::to_string(set), value, 0).ok()) break;
   }
   EXPECT_LT(set, 64) << "a full store took every value";
-  for (size_t i = 0; i + 2 < files.size(); i++) {
-    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
-    fs_->Forget(files[i], 1);
-  }
+  ASSERT_GT(files.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, files.size() - 2));
   for (int i = 0; i < 16; i++) {
     ASSERT_OK(fs_->SetXattr(keep, "user.after" + std::to_string(i), value, 0)) << i;
   }
@@ -492,10 +496,7 @@ TEST_F(CapacityTest, RecycledTailsOfOtherStreamsCountAgainstTheCapacity) {
   ASSERT_GT(fs_options().store.recycle_segments, 0u);
   std::vector<uint64_t> files;
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
-  for (size_t i = 0; i < files.size(); i++) {
-    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
-    fs_->Forget(files[i], 1);
-  }
+  ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, files.size()));
   ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
   ASSERT_GT(fs_->store()->vlog()->stats().free_files, 0u);
   // A little cold data: the cold stream's segment takes a kept file of a
@@ -523,10 +524,7 @@ TEST_F(CapacityTest, RecycledTailsOfOtherStreamsCountAgainstTheCapacity) {
 TEST_F(CapacityTest, TheCapacityIsPassedByOneUserStreamsRestAtMost) {
   std::vector<uint64_t> files;
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
-  for (size_t i = 6; i < files.size(); i++) {
-    ASSERT_OK(fs_->Unlink(kRoot, "f" + std::to_string(i)));
-    fs_->Forget(files[i], 1);
-  }
+  ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 6, files.size()));
   ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
   // A new file goes to one user stream, its rewrite to the other: each
   // takes a kept file.
