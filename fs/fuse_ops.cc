@@ -188,17 +188,24 @@ void Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   }
 }
 
-// dir's entries changed: drops the listing of it the kernel may hold from
-// before (KernelListings). Before the reply, so no listing after the call
-// returns can be the old one. The notification takes only the cache's page
-// locks, which only a reader of the directory holds, under the directory's
-// i_rwsem shared, and the caller holds it exclusive; for the same reason no
-// READDIR of dir runs beside the change.
-void DropKernelListing(fuse_req_t req, fuse_ino_t dir) {
-  FuseContext* c = Ctx(req);
-  if (c->kernel_listings.Changed(dir) && c->session) {
-    (void)fuse_lowlevel_notify_inval_inode(c->session, dir, 0, 0);
+// Makes the kernel drop what it caches of ino: its attributes, and with
+// pages also its page cache (a directory's: its listing). Attributes only
+// take no page lock.
+void InvalidateKernelCache(fuse_req_t req, fuse_ino_t ino, bool pages) {
+  if (Ctx(req)->session) {
+    (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, pages ? 0 : -1, 0);
   }
+}
+
+// dir's entries changed: drops the listing of it the kernel may hold from
+// before (KernelListings), or whatever it holds when `always`. Before the
+// reply, so no listing after the call returns can be the old one. The
+// notification takes only the cache's page locks, which only a reader of
+// the directory holds, under the directory's i_rwsem shared, and the caller
+// holds it exclusive; for the same reason no READDIR of dir runs beside the
+// change.
+void DropKernelListing(fuse_req_t req, fuse_ino_t dir, bool always = false) {
+  if (Ctx(req)->kernel_listings.Changed(dir) || always) InvalidateKernelCache(req, dir, true);
 }
 
 void OpForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -321,10 +328,7 @@ void OpRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
       if (newparent != parent) DropKernelListing(req, newparent);
     }
     // Whether or not readdir answered since (moves are rare).
-    for (uint64_t dir : moved) {
-      (void)Ctx(req)->kernel_listings.Changed(dir);
-      if (Ctx(req)->session) (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, dir, 0, 0);
-    }
+    for (uint64_t dir : moved) DropKernelListing(req, dir, /*always=*/true);
     ReplyErr(req, st);
   });
 }
@@ -459,11 +463,9 @@ void OpWrite(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_
     Status st = Fs(req)->Write(ino, static_cast<uint64_t>(off), std::string_view(data, size), fx);
     if (!st.ok()) return ReplyErr(req, st);
     // The kernel keeps its cached mode after such a write; make it ask again
-    // before the writer can see the old set-id bits. Attributes only (off <
-    // 0), so no page lock is taken while the write holds the inode.
-    if (kill && Ctx(req)->session) {
-      (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, -1, 0);
-    }
+    // before the writer can see the old set-id bits. Attributes only, so no
+    // page lock is taken while the write holds the inode.
+    if (kill) InvalidateKernelCache(req, ino, /*pages=*/false);
     fuse_reply_write(req, size);
   });
 }
@@ -734,9 +736,7 @@ void OpFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
     const Status st = Fs(req)->Fallocate(ino, mode, static_cast<uint64_t>(off),
                                          static_cast<uint64_t>(len), fx, &cleared);
     // The kernel keeps its cached mode otherwise (see OpWrite).
-    if (cleared && Ctx(req)->session) {
-      (void)fuse_lowlevel_notify_inval_inode(Ctx(req)->session, ino, -1, 0);
-    }
+    if (cleared) InvalidateKernelCache(req, ino, /*pages=*/false);
     ReplyErr(req, st);
   });
 }
