@@ -137,12 +137,12 @@ Status Filesystem::StartGc() {
   return Status::OK();
 }
 
-Status Filesystem::RunGc(bool force, const GarbageCollector::Progress& progress,
+Status Filesystem::RunGc(double min_garbage_ratio, const GarbageCollector::Progress& progress,
                          uint64_t* collected) {
   if (!gc_) return Status::FromErrno(EROFS, "garbage collection needs a writable store");
   // Data still in the dirty cache would land in segments sealed below.
   SEPFS_RETURN_IF_ERROR(FlushAll(/*sync=*/false));
-  return gc_->RunPass(force, progress, collected);
+  return gc_->RunPass(min_garbage_ratio, progress, collected);
 }
 
 // ---------------------------------------------------------------------------

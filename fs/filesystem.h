@@ -249,9 +249,13 @@ class Filesystem {
   const RecoveryReport& recovery() const { return recovery_; }
 
   Status StatFs(struct statvfs* out);
-  // One garbage-collection pass now (sepfs gc); force: collect every
-  // segment with any garbage. progress gets a line per collected segment.
-  Status RunGc(bool force, const GarbageCollector::Progress& progress, uint64_t* collected);
+  // One garbage-collection pass now (sepfs gc): every segment of which at
+  // least min_garbage_ratio is garbage (0: any garbage) is collected.
+  // progress gets a line per collected segment.
+  Status RunGc(double min_garbage_ratio, const GarbageCollector::Progress& progress,
+               uint64_t* collected);
+  // What the last RunGc collected and left behind, one line ("" before any).
+  std::string GcSummary() const { return gc_ ? gc_->LastPassText() : std::string(); }
 
   // Human-readable statistics (sepfs stats).
   std::string StatsText();

@@ -89,6 +89,8 @@ std::string Filesystem::StatsText() {
     std::snprintf(buf, sizeof(buf), "  longest gc lock hold %.3f ms\n",
                   gc_index_->max_hold_micros() / 1e3);
     s += buf;
+    const std::string last = gc_->LastPassText();
+    if (!last.empty()) s += "  last sepfs gc        " + last + "\n";
   }
   s += PrefetchStatsText();
   return s;

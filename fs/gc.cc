@@ -4,10 +4,23 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 #include "vlog/atomic_bound.h"
 
 namespace sepfs::fs {
+
+bool ParseGarbagePercent(std::string_view text, double* ratio) {
+  // Digits with at most one '.', nothing else: no sign, blank or exponent.
+  if (text.empty() || text.size() > 16 || text.front() == '.' || text.back() == '.') return false;
+  if (std::count(text.begin(), text.end(), '.') > 1) return false;
+  const auto digit_or_dot = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
+  if (!std::all_of(text.begin(), text.end(), digit_or_dot)) return false;
+  const double pct = std::strtod(std::string(text).c_str(), nullptr);
+  if (!(pct >= 0 && pct <= 100)) return false;
+  *ratio = pct / 100;
+  return true;
+}
 
 Status GarbageCollector::Create(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o,
                                 Hooks hooks, std::unique_ptr<GarbageCollector>* out) {
@@ -78,7 +91,8 @@ uint64_t GarbageCollector::LifetimeScale() const {
   return scale_.load(std::memory_order_relaxed);
 }
 
-Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* what) {
+Status GarbageCollector::CollectOne(double min_ratio, bool every_policy, bool* done,
+                                    std::string* what, vlog::GcJobStats* job) {
   std::lock_guard<std::mutex> l(run_mu_);
   vlog::PickOptions po;
   po.policy = policy_;
@@ -87,6 +101,12 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   po.now_seq = vlog_->LastSeq();
   po.exclude = failed_;
   const auto segs = vlog_->Segments();
+  if (every_policy) {
+    // The oldest-first picker ignores the ratio; a pass on demand does not.
+    for (const auto& s : segs) {
+      if (vlog::GarbageRatio(s) < min_ratio) po.exclude.push_back(s.id);
+    }
+  }
   const auto victims = vlog::PickVictims(segs, po);
   *done = victims.empty();
   if (*done) return Status::OK();
@@ -105,7 +125,7 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
     jo.old_after_seqs = std::max<uint64_t>(1, LifetimeScale());
   }
   jo.max_bytes_per_sec = options_.max_bytes_per_sec;
-  vlog::GcJobStats js;
+  vlog::GcJobStats& js = *job;
   Status st = vlog::CollectSegment(vlog_, index_, victim, jo, &js);
   totals_.records_relocated += js.records_relocated;
   totals_.records_lost_race += js.records_lost_race;
@@ -132,20 +152,22 @@ Status GarbageCollector::CollectOne(double min_ratio, bool* done, std::string* w
   return Status::OK();
 }
 
-Status GarbageCollector::RunPass(bool force, const Progress& progress, uint64_t* collected) {
-  uint64_t n = 0;
+Status GarbageCollector::RunPass(double min_garbage_ratio, const Progress& progress,
+                                 uint64_t* collected) {
   totals_.passes++;
-  if (force) {
-    for (int k = 0; k < vlog::kNumStreams; k++) {
-      SEPFS_RETURN_IF_ERROR(vlog_->SealStream(static_cast<vlog::Stream>(k)));
+  for (const auto& s : vlog_->Segments()) {
+    if (s.open && s.garbage_bytes > 0 && vlog::GarbageRatio(s) >= min_garbage_ratio) {
+      SEPFS_RETURN_IF_ERROR(vlog_->SealStream(s.stream));
     }
   }
-  const double min_ratio = force ? 0.0 : options_.min_segment_garbage_ratio;
+  uint64_t n = 0, moved = 0, freed = 0;
   Status result;
   for (;;) {
     bool done = false;
     std::string what;
-    Status st = CollectOne(min_ratio, &done, &what);
+    vlog::GcJobStats js;
+    Status st = CollectOne(min_garbage_ratio, /*every_policy=*/true, &done, &what, &js);
+    moved += js.bytes_moved;
     if (!st.ok()) {
       result = st;
       if (st.IsCorruption()) continue;  // that victim is excluded; try the others
@@ -153,10 +175,35 @@ Status GarbageCollector::RunPass(bool force, const Progress& progress, uint64_t*
     }
     if (done) break;
     n++;
+    freed += js.bytes_freed;
     if (progress) progress(what);
+  }
+  uint64_t left = 0, left_garbage = 0;
+  for (const auto& s : vlog_->Segments()) {
+    if (s.open || s.garbage_bytes == 0) continue;
+    left++;
+    left_garbage += s.garbage_bytes;
+  }
+  char rule[64] = "holding any garbage";
+  if (min_garbage_ratio > 0) {
+    std::snprintf(rule, sizeof(rule), "of at least %g%% garbage", min_garbage_ratio * 100);
+  }
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "%" PRIu64 " segments collected (%.1f MiB moved, %.1f MiB freed); %.1f MiB of"
+                " garbage left in %" PRIu64 " segments (collects segments %s)",
+                n, moved / 1048576.0, freed / 1048576.0, left_garbage / 1048576.0, left, rule);
+  {
+    std::lock_guard<std::mutex> l(last_mu_);
+    last_pass_ = buf;
   }
   if (collected) *collected = n;
   return result;
+}
+
+std::string GarbageCollector::LastPassText() const {
+  std::lock_guard<std::mutex> l(last_mu_);
+  return last_pass_;
 }
 
 void GarbageCollector::Loop() {
@@ -183,8 +230,10 @@ void GarbageCollector::Loop() {
       if (!low && !ratio && !idle) break;
       bool done = false;
       std::string what;
+      vlog::GcJobStats js;
       totals_.passes++;
-      Status st = CollectOne(low ? 0.0 : options_.min_segment_garbage_ratio, &done, &what);
+      Status st = CollectOne(low ? 0.0 : options_.min_segment_garbage_ratio,
+                             /*every_policy=*/false, &done, &what, &js);
       if (done || !st.ok()) break;
       {
         std::lock_guard<std::mutex> g(mu_);

@@ -30,6 +30,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "vlog/gc_job.h"
@@ -54,6 +55,14 @@ struct GcOptions {
   double idle_sec = 10.0;
   uint64_t max_bytes_per_sec = 0;  // 0 = unlimited
 };
+
+// `sepfs gc` collects a segment when at least this share of it is garbage
+// (so it copies at most 4 bytes per byte it frees), unless told otherwise.
+constexpr double kOnDemandMinGarbageRatio = 0.2;
+
+// Parses a garbage share in percent, "0" to "100" (decimals allowed, e.g.
+// "12.5"), into a ratio in [0, 1]; false for anything else.
+bool ParseGarbagePercent(std::string_view text, double* ratio);
 
 struct GcTotals {
   std::atomic<uint64_t> passes{0};
@@ -85,10 +94,14 @@ class GarbageCollector {
   void Stop();
   void Kick();
 
-  // Collects segments until none qualifies. force: every sealed segment
-  // with any garbage qualifies (sepfs gc). Seals the open segments first
-  // when force is set, so their garbage becomes collectable.
-  Status RunPass(bool force, const Progress& progress, uint64_t* collected);
+  // A collection on demand (sepfs gc): seals each open segment whose
+  // garbage ratio is at least min_garbage_ratio (so that garbage becomes
+  // collectable), then collects segments until none with at least that
+  // ratio is left. 0 collects every segment holding any garbage. Its
+  // report is kept for LastPassText.
+  Status RunPass(double min_garbage_ratio, const Progress& progress, uint64_t* collected);
+  // What the last RunPass did and left behind, one line; "" before any.
+  std::string LastPassText() const;
 
   // The stream for a user write of a block. prev_seq: seq of the record the
   // write replaces, 0 if the block had none.
@@ -104,8 +117,11 @@ class GarbageCollector {
   GarbageCollector(vlog::ValueLog* vlog, vlog::GcIndex* index, const GcOptions& o, Hooks hooks,
                    vlog::GcPolicy policy);
   void Loop();
-  // Picks and collects one victim; *done = nothing qualified.
-  Status CollectOne(double min_ratio, bool* done, std::string* what);
+  // Picks and collects one victim with at least min_ratio garbage (under
+  // every picker if every_policy, else as vlog::PickOptions says); *done =
+  // nothing qualified. *job: what the collection did.
+  Status CollectOne(double min_ratio, bool every_policy, bool* done, std::string* what,
+                    vlog::GcJobStats* job);
 
   vlog::ValueLog* const vlog_;
   vlog::GcIndex* const index_;
@@ -121,6 +137,8 @@ class GarbageCollector {
   mutable std::atomic<uint64_t> scale_{0};
   mutable std::atomic<uint64_t> scale_refresh_seq_{0};  // refresh when LastSeq() reaches it
   GcTotals totals_;
+  mutable std::mutex last_mu_;
+  std::string last_pass_;  // LastPassText (last_mu_)
 };
 
 }  // namespace sepfs::fs

@@ -58,7 +58,13 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   SEPFS_RETURN_IF_ERROR(CheckNamespace(ino, name));
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
-  if (ino == kRootIno && name == kGcXattr) return RunGc(/*force=*/true, nullptr, nullptr);
+  if (ino == kRootIno && name == kGcXattr) {
+    double ratio = 0;
+    if (!ParseGarbagePercent(value, &ratio)) {
+      return Status::InvalidArgument("sepfs.gc takes the least garbage share to collect, 0-100");
+    }
+    return RunGc(ratio, nullptr, nullptr);
+  }
   const bool temperature = name == kTemperatureXattr;
   if (temperature && value != "hot" && value != "cold") {
     return Status::InvalidArgument("user.sepfs.temperature must be hot or cold");

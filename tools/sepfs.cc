@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "  mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
     "  fsck [--repair [--salvage]] STORE\n"
     "  stats STORE_OR_MOUNTPOINT\n"
-    "  gc STORE_OR_MOUNTPOINT\n"
+    "  gc [--min-garbage=PCT] STORE_OR_MOUNTPOINT\n"
     "  help\n"
     "\n"
     "Run 'sepfs COMMAND --help' for the options of a command.\n";
@@ -107,10 +107,13 @@ constexpr const char* kStatsUsage =
     "cache statistics of a store, through its mount when it is mounted.\n";
 
 constexpr const char* kGcUsage =
-    "usage: sepfs gc STORE_OR_MOUNTPOINT\n"
-    "Runs a garbage-collection pass now: every sealed vLog segment holding garbage\n"
-    "is collected (its live blocks are relocated, then it is deleted). A mounted\n"
-    "store is collected by its daemon.\n";
+    "usage: sepfs gc [--min-garbage=PCT] STORE_OR_MOUNTPOINT\n"
+    "Runs a garbage-collection pass now: every vLog segment of which at least PCT\n"
+    "percent is garbage (deleted or overwritten data) is collected: its live blocks\n"
+    "are copied to a new segment, then it is deleted. A mounted store is collected\n"
+    "by its daemon. Prints what it collected and the garbage it left.\n"
+    "  --min-garbage=PCT  0-100, default 20 (at most 4 bytes copied per byte freed);\n"
+    "                     0 collects every segment holding any garbage\n";
 
 bool WantsHelp(const std::vector<std::string>& args) {
   for (const auto& a : args) {
@@ -438,16 +441,37 @@ int CmdStats(const std::vector<std::string>& args) {
 
 int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
-  if (args.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kGcUsage);
-  const std::string& path = args[0];
+  double ratio = fs::kOnDemandMinGarbageRatio;
+  std::string percent = "20";
+  std::vector<std::string> rest;
+  for (const auto& a : args) {
+    if (a.rfind("--min-garbage=", 0) == 0) {
+      percent = a.substr(std::strlen("--min-garbage="));
+      if (!fs::ParseGarbagePercent(percent, &ratio)) {
+        return Fail("--min-garbage takes a percentage from 0 to 100, not '" + percent + "'",
+                    kGcUsage);
+      }
+    } else if (a.size() > 1 && a[0] == '-') {
+      return Fail("unknown option " + a, kGcUsage);
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (rest.size() != 1) return Fail("need STORE_OR_MOUNTPOINT", kGcUsage);
+  const std::string& path = rest[0];
   std::string mount, s, why;
   if (ReadServingMountStats(path, &mount, &s, &why)) {
     std::printf("sepfs gc: collecting %s (mounted) ...\n", mount.c_str());
     std::fflush(stdout);
-    if (::setxattr(mount.c_str(), "sepfs.gc", "1", 1, 0) != 0) {
+    if (::setxattr(mount.c_str(), "sepfs.gc", percent.data(), percent.size(), 0) != 0) {
       return Fail("gc " + mount + ": " + std::strerror(errno));
     }
     if (ReadMountStats(mount, &s, &why)) {
+      const size_t last = s.find("last sepfs gc");
+      if (last != std::string::npos) {
+        const size_t from = s.find_first_not_of(' ', last + std::strlen("last sepfs gc"));
+        std::printf("sepfs gc: %s", s.substr(from, s.find('\n', from) + 1 - from).c_str());
+      }
       const size_t at = s.find("segments by class:");
       std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
     }
@@ -464,11 +488,11 @@ int CmdGc(const std::vector<std::string>& args) {
     if (!why.empty() && !fs::LooksLikeStore(sepfs::Env::Default(), path)) return Fail("gc " + why);
     return Fail("gc " + path + ": " + st.ToString());
   }
-  uint64_t n = 0;
-  st = f->RunGc(/*force=*/true,
+  st = f->RunGc(ratio,
                 [](const std::string& line) { std::printf("sepfs gc: %s\n", line.c_str()); },
-                &n);
-  std::printf("sepfs gc: %llu segments collected\n", static_cast<unsigned long long>(n));
+                nullptr);
+  const std::string summary = f->GcSummary();
+  if (!summary.empty()) std::printf("sepfs gc: %s\n", summary.c_str());
   Status cst = f->Close();
   if (!st.ok()) return Fail("gc " + path + ": " + st.ToString());
   if (!cst.ok()) return Fail("gc " + path + ": " + cst.ToString());

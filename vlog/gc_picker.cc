@@ -9,12 +9,6 @@ uint64_t Payload(const SegmentInfo& s) {
   return s.size > kSegmentHeaderSize ? s.size - kSegmentHeaderSize : 0;
 }
 
-double GarbageRatio(const SegmentInfo& s) {
-  const uint64_t payload = Payload(s);
-  if (payload == 0) return 0.0;
-  return std::min(1.0, static_cast<double>(s.garbage_bytes) / static_cast<double>(payload));
-}
-
 bool IsCandidate(const SegmentInfo& s, const PickOptions& o) {
   if (s.open || s.damaged || Payload(s) == 0) return false;
   if (s.garbage_bytes < std::max<uint64_t>(1, o.min_garbage_bytes)) return false;
@@ -52,6 +46,12 @@ double Utilization(const SegmentInfo& s) {
   const uint64_t payload = Payload(s);
   if (payload == 0) return 1.0;
   return std::min(1.0, static_cast<double>(s.live_bytes) / static_cast<double>(payload));
+}
+
+double GarbageRatio(const SegmentInfo& s) {
+  const uint64_t payload = Payload(s);
+  if (payload == 0) return 0.0;
+  return std::min(1.0, static_cast<double>(s.garbage_bytes) / static_cast<double>(payload));
 }
 
 double CostBenefitScore(const SegmentInfo& s, uint64_t now_seq) {

@@ -65,6 +65,8 @@ struct PickOptions {
 
 // u(s) as defined above; 1 for a segment without payload.
 double Utilization(const SegmentInfo& s);
+// ratio(s) as defined above; 0 for a segment without payload.
+double GarbageRatio(const SegmentInfo& s);
 // The kCostBenefit score of s at now_seq, (1-u)*age/(1+u).
 double CostBenefitScore(const SegmentInfo& s, uint64_t now_seq);
 

@@ -171,7 +171,7 @@ class CrashCase {
       // Every segment must stay collectable after recovery (a torn tail
       // left in a sealed segment used to fail every GC of it).
       uint64_t collected = 0;
-      st = fs->RunGc(/*force=*/true, nullptr, &collected);
+      st = fs->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected);
       if (!st.ok()) return Fail("gc-after", "gc pass after recovery: " + st.ToString());
       const std::string stats = fs->StatsText();
       if (stats.find(" (0 failed)") == std::string::npos) {
@@ -431,7 +431,7 @@ class CrashCase {
       if (st.ok()) ns_.erase(p);
     } else if (gc_ && Rand(2) == 0) {  // a forced GC pass (flushes dirty data first)
       uint64_t collected = 0;
-      st = fs_->RunGc(/*force=*/true, nullptr, &collected);
+      st = fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected);
       w << "gc pass (" << collected << " segments)";
     } else {  // rmdir of an empty directory
       std::vector<std::string> empty;

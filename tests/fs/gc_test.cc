@@ -33,7 +33,7 @@ class GcTest : public FsTest {
     EXPECT_OK(fs_->Unlink(kRoot, "a"));
     fs_->Forget(a, 1);
     uint64_t collected = 0;
-    EXPECT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+    EXPECT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected));
     EXPECT_GT(collected, 0u);
     *free_files = fs_->store()->vlog()->stats().free_files;
     const uint64_t b = WriteFile("b", b_data);
@@ -60,7 +60,73 @@ class GcTest : public FsTest {
     }
     return live;
   }
+  // Sealed segments holding garbage, as (id, garbage ratio).
+  std::map<uint32_t, double> SegmentsWithGarbage() {
+    std::map<uint32_t, double> out;
+    for (const auto& seg : fs_->store()->vlog()->Segments()) {
+      if (!seg.open && seg.garbage_bytes > 0) out[seg.id] = vlog::GarbageRatio(seg);
+    }
+    return out;
+  }
+  // sepfs gc's threshold: two full segments of "light" (63 records each)
+  // get 4 of their records overwritten (6% garbage), the segment of
+  // "heavy" is deleted whole. A pass that collects segments of at least
+  // 20% garbage frees heavy's and copies nothing; a pass at 0% then takes
+  // light's too, and leaves no garbage anywhere.
+  void OnDemandPassSparesSegmentsUnderItsThreshold() {
+    const uint64_t bs = block_size();
+    const uint64_t light = WriteFile("light", Payload(1, 126 * bs));
+    const uint64_t heavy = WriteFile("heavy", Payload(2, 63 * bs));
+    ASSERT_OK(fs_->Write(light, 0, Payload(3, 4 * bs)));
+    ASSERT_OK(fs_->Flush(light));
+    ASSERT_OK(fs_->Unlink(kRoot, "heavy"));
+    fs_->Forget(heavy, 1);
+    const uint64_t before = VlogBytes();
+    uint64_t n = 0;
+    ASSERT_OK(fs_->RunGc(0.2, nullptr, &n));
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(VlogBytes(), before - 63 * bs) << "heavy's segment was not freed";
+    const auto left = SegmentsWithGarbage();
+    ASSERT_EQ(left.size(), 1u) << "light's first segment, 4 of its 63 records garbage";
+    EXPECT_NEAR(left.begin()->second, 4.0 / 63, 0.01);
+    const std::string summary = fs_->GcSummary();
+    EXPECT_NE(summary.find(std::to_string(n) + " segments collected (0.0 MiB moved"),
+              std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find("0.3 MiB of garbage left in 1 segments"), std::string::npos)
+        << summary;
+    EXPECT_NE(summary.find("segments of at least 20% garbage)"), std::string::npos) << summary;
+
+    ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
+    EXPECT_GE(n, 1u);
+    EXPECT_TRUE(SegmentsWithGarbage().empty());
+    for (const auto& seg : fs_->store()->vlog()->Segments()) {
+      EXPECT_EQ(seg.garbage_bytes, 0u) << "segment " << seg.id << (seg.open ? " (open)" : "");
+    }
+    EXPECT_NE(fs_->GcSummary().find("0.0 MiB of garbage left in 0 segments"), std::string::npos)
+        << fs_->GcSummary();
+    std::string want = Payload(1, 126 * bs);
+    want.replace(0, 4 * bs, Payload(3, 4 * bs));
+    EXPECT_EQ(ReadAll(light), want);
+    ExpectFsckClean();
+  }
 };
+
+TEST(GarbagePercentTest, TakesZeroToAHundredPercent) {
+  double r = -1;
+  ASSERT_TRUE(ParseGarbagePercent("0", &r));
+  EXPECT_EQ(r, 0.0);
+  ASSERT_TRUE(ParseGarbagePercent("12.5", &r));
+  EXPECT_DOUBLE_EQ(r, 0.125);
+  ASSERT_TRUE(ParseGarbagePercent("100", &r));
+  EXPECT_EQ(r, 1.0);
+  for (const char* bad : {"", "-1", "100.5", "101", "1e1", " 5", "5 ", "5%", ".", "5.", ".5",
+                          "1.2.3", "nan", "inf", "0x10", "99999999999999999"}) {
+    r = 0.5;
+    EXPECT_FALSE(ParseGarbagePercent(bad, &r)) << "'" << bad << "'";
+    EXPECT_EQ(r, 0.5) << "'" << bad << "'";
+  }
+}
 
 TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   const std::string a1 = Payload(1, 6 << 20), a2 = Payload(2, 6 << 20), c = Payload(3, 6 << 20);
@@ -73,7 +139,7 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   fs_->Forget(b, 1);
   const uint64_t before = VlogBytes();
   uint64_t collected = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected));
   EXPECT_GT(collected, 0u);
   EXPECT_LT(VlogBytes(), before - (8u << 20)) << "garbage of a and b was not freed";
   EXPECT_EQ(ReadAll(a), a2);
@@ -221,7 +287,7 @@ TEST_F(GcTest, UserWritesRacingWithGcAlwaysWin) {
   });
   for (int i = 0; i < 20; i++) {
     uint64_t n = 0;
-    ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+    ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   }
   stop = true;
   writer.join();
@@ -282,7 +348,7 @@ TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
   ASSERT_OK(fs_->Unlink(kRoot, "filler"));
   fs_->Forget(filler, 1);
   uint64_t n = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   // Collected: segment 1 (old's records, ~330 seqs old), the warm segment
   // of big's first version and filler's rewrite, and the hot one of big's
   // rewrites (its newest 16 records, under 60 seqs old). The ballast stays.
@@ -293,7 +359,7 @@ TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
   // A second pass finds nothing to do; once frozen, survivors stay frozen.
   ASSERT_OK(fs_->Write(old_file, 0, Payload(9, bs)));
   ASSERT_OK(fs_->Flush(old_file));
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   EXPECT_EQ(LiveBytes(vlog::Stream::kFrozen), 7 * rec) << "frozen survivors stay frozen";
   std::string want = Payload(1, 8 * bs);
   want.replace(0, bs, Payload(9, bs));
@@ -301,6 +367,10 @@ TEST_F(StreamGcTest, StreamsFollowTheExpectedLifetime) {
   EXPECT_EQ(ReadAll(ballast), Payload(3, 252 * bs));
   EXPECT_EQ(ReadAll(big), Payload(8, 16 * bs));
   ExpectFsckClean();
+}
+
+TEST_F(StreamGcTest, OnDemandPassSparesSegmentsUnderItsThreshold) {
+  OnDemandPassSparesSegmentsUnderItsThreshold();
 }
 
 // A store of format version 1 keeps to the hot and cold streams, which
@@ -312,7 +382,7 @@ TEST_F(StreamGcTest, VersionOneStoreKeepsTwoStreams) {
   ASSERT_OK(fs_->Write(a, 0, Payload(2, block_size())));
   ASSERT_OK(fs_->Flush(a));
   uint64_t n = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   EXPECT_EQ(LiveBytes(vlog::Stream::kWarm) + LiveBytes(vlog::Stream::kFrozen), 0u);
   EXPECT_GT(LiveBytes(vlog::Stream::kCold), 0u);
 }
@@ -333,7 +403,7 @@ TEST_F(TwoStreamGcTest, UserWritesGoHotAndSurvivorsCold) {
   ASSERT_OK(fs_->Flush(a));
   EXPECT_EQ(LiveBytes(vlog::Stream::kHot), 16 * (bs + vlog::kRecordHeaderSize));
   uint64_t n = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   EXPECT_EQ(LiveBytes(vlog::Stream::kCold), 16 * (bs + vlog::kRecordHeaderSize));
   EXPECT_EQ(LiveBytes(vlog::Stream::kWarm) + LiveBytes(vlog::Stream::kFrozen), 0u);
 }
@@ -347,12 +417,18 @@ class WisckeyGcTest : public GcTest {
   }
 };
 
+// The oldest-first picker of the baseline ignores garbage ratios in the
+// background; a pass on demand still keeps to its threshold.
+TEST_F(WisckeyGcTest, OnDemandPassSparesSegmentsUnderItsThreshold) {
+  OnDemandPassSparesSegmentsUnderItsThreshold();
+}
+
 TEST_F(WisckeyGcTest, BaselineKeepsOneStream) {
   const uint64_t a = WriteFile("a", Payload(1, 6 << 20));
   ASSERT_OK(fs_->Write(a, 0, Payload(2, 3 << 20)));
   ASSERT_OK(fs_->Flush(a));
   uint64_t n = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &n));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
   EXPECT_GT(n, 0u);
   for (auto k : {vlog::Stream::kCold, vlog::Stream::kWarm, vlog::Stream::kFrozen}) {
     EXPECT_EQ(LiveBytes(k), 0u) << vlog::StreamName(k);
@@ -497,7 +573,7 @@ TEST_F(CapacityTest, RecycledTailsOfOtherStreamsCountAgainstTheCapacity) {
   std::vector<uint64_t> files;
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
   ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, files.size()));
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, nullptr));
   ASSERT_GT(fs_->store()->vlog()->stats().free_files, 0u);
   // A little cold data: the cold stream's segment takes a kept file of a
   // whole segment and writes 64 KiB of it.
@@ -525,7 +601,7 @@ TEST_F(CapacityTest, TheCapacityIsPassedByOneUserStreamsRestAtMost) {
   std::vector<uint64_t> files;
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
   ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 6, files.size()));
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, nullptr));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, nullptr));
   // A new file goes to one user stream, its rewrite to the other: each
   // takes a kept file.
   const uint64_t w = Create(kRoot, "w");

@@ -193,7 +193,7 @@ TEST_F(InlineTest, RecordsCutToInlineDataAreCollected) {
   EXPECT_EQ(LiveBytes(), 0u);
   const uint64_t before = fs_->store()->vlog()->TotalBytes();
   uint64_t collected = 0;
-  ASSERT_OK(fs_->RunGc(/*force=*/true, nullptr, &collected));
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected));
   EXPECT_GT(collected, 0u);
   EXPECT_LT(fs_->store()->vlog()->TotalBytes(), before - (4u << 20));
   for (size_t i = 0; i < inos.size(); i++) {

@@ -17,6 +17,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <regex>
 #include <set>
 #include <filesystem>
 #include <string>
@@ -643,6 +644,87 @@ TEST_F(NoStoreTest, ToolsOpenStoresOfMoreSegmentsThanTheSoftFileLimit) {
                               << segments << " segments\n"
                               << r.Describe();
   }
+}
+
+// The garbage `sepfs gc` says it left, in MiB, and in how many segments;
+// -1 when its output does not say.
+std::pair<double, int> GarbageLeft(const std::string& out) {
+  std::smatch m;
+  static const std::regex re("([0-9.]+) MiB of garbage left in ([0-9]+) segments");
+  if (!std::regex_search(out, m, re)) return {-1, -1};
+  return {std::stod(m[1]), std::stoi(m[2])};
+}
+
+// sepfs gc collects the segments of which at least --min-garbage percent
+// (default 20) is garbage and says what it left; 0 collects them all. It
+// collected every segment holding any garbage, so a store of cold data
+// with a few deletes was copied whole.
+TEST_F(NoStoreTest, GcCollectsSegmentsOverItsThreshold) {
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=1M"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  std::string a = RandomBytes(8 * kMiB, 41);
+  {
+    UniqueFd fd(::open(P("a").c_str(), O_CREAT | O_RDWR, 0644));
+    ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+    ASSERT_EQ(::pwrite(fd.get(), a.data(), a.size(), 0), static_cast<ssize_t>(a.size()));
+    ASSERT_SYS_OK(::fsync(fd.get()));
+    // One 64 KiB block of each MiB rewritten: about 1/16 of each segment.
+    const std::string block = RandomBytes(64 * 1024, 42);
+    for (size_t at = 0; at < a.size(); at += kMiB) {
+      ASSERT_EQ(::pwrite(fd.get(), block.data(), block.size(), at),
+                static_cast<ssize_t>(block.size()));
+      a.replace(at, block.size(), block);
+    }
+    ASSERT_SYS_OK(::fsync(fd.get()));
+  }
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("b"), RandomBytes(4 * kMiB, 43)));
+  ASSERT_SYS_OK(::unlink(P("b").c_str()));
+
+  CmdResult r = RunSepfs({"gc", mnt()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, " segments collected (")) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "(collects segments of at least 20% garbage)")) << r.Describe();
+  const auto left = GarbageLeft(r.out);
+  EXPECT_GE(left.second, 6) << "a's segments, 1/16 garbage each, stay\n" << r.Describe();
+  EXPECT_GT(left.first, 0.3) << r.Describe();
+  EXPECT_LT(left.first, 1.5) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segments by class:")) << r.Describe();
+
+  for (const char* bad : {"--min-garbage=", "--min-garbage=101", "--min-garbage=-5",
+                          "--min-garbage=lots", "--min-garbage=5%"}) {
+    r = RunSepfs({"gc", bad, mnt()});
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "--min-garbage takes a percentage from 0 to 100")) << r.Describe();
+  }
+  r = RunSepfs({"gc", "--min-garbage-ratio=5", mnt()});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "unknown option --min-garbage-ratio=5")) << r.Describe();
+  EXPECT_ERRNO(::setxattr(mnt().c_str(), "sepfs.gc", "lots", 4, 0), EINVAL);
+
+  r = RunSepfs({"gc", "--min-garbage=0", mnt()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(GarbageLeft(r.out), std::make_pair(0.0, 0)) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "(collects segments holding any garbage)")) << r.Describe();
+  EXPECT_TRUE(SameBytes(ReadFile(P("a")), a));
+
+  // The same through an unmounted store.
+  {
+    UniqueFd fd(::open(P("a").c_str(), O_RDWR));
+    ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+    ASSERT_EQ(::pwrite(fd.get(), a.data(), 64 * 1024, 0), 64 * 1024);
+    ASSERT_SYS_OK(::fsync(fd.get()));
+  }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  r = RunSepfs({"gc", "--min-garbage=100", store()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "(collects segments of at least 100% garbage)")) << r.Describe();
+  EXPECT_EQ(GarbageLeft(r.out).second, 1) << r.Describe();
+  r = RunSepfs({"gc", "--min-garbage=0.5", store()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(GarbageLeft(r.out), std::make_pair(0.0, 0)) << r.Describe();
+  Fsck();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(SameBytes(ReadFile(P("a")), a));
 }
 
 // A value of the mount's kernel writeback settings (fs/bdi.h), found from
