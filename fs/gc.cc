@@ -190,8 +190,9 @@ Status GarbageCollector::RunPass(double min_garbage_ratio, const Progress& progr
   }
   char buf[320];
   std::snprintf(buf, sizeof(buf),
-                "%" PRIu64 " segments collected (%.1f MiB moved, %.1f MiB freed); %.1f MiB of"
-                " garbage left in %" PRIu64 " segments (collects segments %s)",
+                "%" PRIu64 " segments collected (%.1f MiB copied, %.1f MiB of segments"
+                " deleted); %.1f MiB of garbage left in %" PRIu64 " segments (collects"
+                " segments %s)",
                 n, moved / 1048576.0, freed / 1048576.0, left_garbage / 1048576.0, left, rule);
   {
     std::lock_guard<std::mutex> l(last_mu_);

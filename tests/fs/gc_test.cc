@@ -90,7 +90,7 @@ class GcTest : public FsTest {
     ASSERT_EQ(left.size(), 1u) << "light's first segment, 4 of its 63 records garbage";
     EXPECT_NEAR(left.begin()->second, 4.0 / 63, 0.01);
     const std::string summary = fs_->GcSummary();
-    EXPECT_NE(summary.find(std::to_string(n) + " segments collected (0.0 MiB moved"),
+    EXPECT_NE(summary.find(std::to_string(n) + " segments collected (0.0 MiB copied"),
               std::string::npos)
         << summary;
     EXPECT_NE(summary.find("0.3 MiB of garbage left in 1 segments"), std::string::npos)
