@@ -1,10 +1,10 @@
 #include "fs/gc.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
 
 #include "vlog/atomic_bound.h"
 
@@ -16,7 +16,9 @@ bool ParseGarbagePercent(std::string_view text, double* ratio) {
   if (std::count(text.begin(), text.end(), '.') > 1) return false;
   const auto digit_or_dot = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
   if (!std::all_of(text.begin(), text.end(), digit_or_dot)) return false;
-  const double pct = std::strtod(std::string(text).c_str(), nullptr);
+  double pct = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), pct);
+  if (ec != std::errc() || end != text.data() + text.size()) return false;
   if (!(pct >= 0 && pct <= 100)) return false;
   *ratio = pct / 100;
   return true;
@@ -101,13 +103,16 @@ Status GarbageCollector::CollectOne(double min_ratio, bool every_policy, bool* d
   po.now_seq = vlog_->LastSeq();
   po.exclude = failed_;
   const auto segs = vlog_->Segments();
+  auto candidates = segs;
   if (every_policy) {
     // The oldest-first picker ignores the ratio; a pass on demand does not.
-    for (const auto& s : segs) {
-      if (vlog::GarbageRatio(s) < min_ratio) po.exclude.push_back(s.id);
-    }
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const vlog::SegmentInfo& s) {
+                                      return vlog::GarbageRatio(s) < min_ratio;
+                                    }),
+                     candidates.end());
   }
-  const auto victims = vlog::PickVictims(segs, po);
+  const auto victims = vlog::PickVictims(candidates, po);
   *done = victims.empty();
   if (*done) return Status::OK();
   const uint32_t victim = victims[0];
@@ -180,7 +185,7 @@ Status GarbageCollector::RunPass(double min_garbage_ratio, const Progress& progr
   }
   uint64_t left = 0, left_garbage = 0;
   for (const auto& s : vlog_->Segments()) {
-    if (s.open || s.garbage_bytes == 0) continue;
+    if (s.garbage_bytes == 0) continue;
     left++;
     left_garbage += s.garbage_bytes;
   }

@@ -12,7 +12,8 @@ namespace sepfs::fs {
 namespace {
 
 constexpr std::string_view kStatsXattr = "sepfs.stats";
-// Writing any value runs a forced garbage-collection pass (sepfs gc).
+// Writing runs a garbage-collection pass (sepfs gc); the value is the least
+// garbage share, in percent, of a segment to collect ("" for the default).
 constexpr std::string_view kGcXattr = "sepfs.gc";
 
 Status CheckXattrName(std::string_view name) {
@@ -59,8 +60,8 @@ Status Filesystem::SetXattr(uint64_t ino, std::string_view name, std::string_vie
   if (value.size() > kXattrValueMax) return Status::FromErrno(E2BIG, "xattr value too large");
   if (name == kStatsXattr) return Status::FromErrno(EPERM, "sepfs.stats is read-only");
   if (ino == kRootIno && name == kGcXattr) {
-    double ratio = 0;
-    if (!ParseGarbagePercent(value, &ratio)) {
+    double ratio = kOnDemandMinGarbageRatio;
+    if (!value.empty() && !ParseGarbagePercent(value, &ratio)) {
       return Status::InvalidArgument("sepfs.gc takes the least garbage share to collect, 0-100");
     }
     return RunGc(ratio, nullptr, nullptr);

@@ -466,15 +466,21 @@ int CmdGc(const std::vector<std::string>& args) {
     if (::setxattr(mount.c_str(), "sepfs.gc", percent.data(), percent.size(), 0) != 0) {
       return Fail("gc " + mount + ": " + std::strerror(errno));
     }
-    if (ReadMountStats(mount, &s, &why)) {
-      const size_t last = s.find("last sepfs gc");
-      if (last != std::string::npos) {
-        const size_t from = s.find_first_not_of(' ', last + std::strlen("last sepfs gc"));
-        std::printf("sepfs gc: %s", s.substr(from, s.find('\n', from) + 1 - from).c_str());
-      }
-      const size_t at = s.find("segments by class:");
-      std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
+    if (!ReadMountStats(mount, &s, &why)) return 0;
+    // The pass's summary first, then the statistics without it.
+    constexpr std::string_view kLast = "  last sepfs gc";
+    const size_t last = s.find(kLast);
+    if (last == std::string::npos) {
+      std::printf("sepfs gc: the daemon of %s predates --min-garbage: it collected every"
+                  " segment holding garbage\n", mount.c_str());
+    } else {
+      const size_t from = s.find_first_not_of(' ', last + kLast.size());
+      const size_t end = s.find('\n', from);
+      std::printf("sepfs gc: %s\n", s.substr(from, end - from).c_str());
+      s.erase(last, end == std::string::npos ? std::string::npos : end + 1 - last);
     }
+    const size_t at = s.find("segments by class:");
+    std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
     return 0;
   }
   fs::RaiseFileLimit();

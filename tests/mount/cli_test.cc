@@ -689,6 +689,8 @@ TEST_F(NoStoreTest, GcCollectsSegmentsOverItsThreshold) {
   EXPECT_GT(left.first, 0.3) << r.Describe();
   EXPECT_LT(left.first, 1.5) << r.Describe();
   EXPECT_TRUE(Contains(r.out, "segments by class:")) << r.Describe();
+  EXPECT_EQ(r.out.find(" segments collected ("), r.out.rfind(" segments collected ("))
+      << "the summary twice\n" << r.Describe();
 
   for (const char* bad : {"--min-garbage=", "--min-garbage=101", "--min-garbage=-5",
                           "--min-garbage=lots", "--min-garbage=5%"}) {
@@ -700,6 +702,9 @@ TEST_F(NoStoreTest, GcCollectsSegmentsOverItsThreshold) {
   EXPECT_NE(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.err, "unknown option --min-garbage-ratio=5")) << r.Describe();
   EXPECT_ERRNO(::setxattr(mnt().c_str(), "sepfs.gc", "lots", 4, 0), EINVAL);
+  EXPECT_SYS_OK(::setxattr(mnt().c_str(), "sepfs.gc", "", 0, 0));  // the default share
+  r = RunSepfs({"stats", mnt()});
+  EXPECT_TRUE(Contains(r.out, "(collects segments of at least 20% garbage)")) << r.Describe();
 
   r = RunSepfs({"gc", "--min-garbage=0", mnt()});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
