@@ -566,6 +566,14 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
     st = PunchLocked(in.get(), off, len, fx.kernel_times);
   } else if (mode == 0 || mode == FALLOC_FL_KEEP_SIZE) {
     st = AllocateLocked(in.get(), mode, off, len, fx.kernel_times);
+  } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
+    // Zeros inside the size, then the size as an allocation sets it; the
+    // room for the bytes past the size is checked before anything changes.
+    st = RoomToExtendLocked(in.get(), off, len);
+    if (st.ok()) st = PunchLocked(in.get(), off, len, fx.kernel_times);
+    if (st.ok()) {
+      st = AllocateLocked(in.get(), mode & FALLOC_FL_KEEP_SIZE, off, len, fx.kernel_times);
+    }
   } else {
     return Status::FromErrno(EOPNOTSUPP, "fallocate mode");
   }
@@ -576,14 +584,17 @@ Status Filesystem::Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
   return st;
 }
 
-Status Filesystem::AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len,
-                                  bool kernel_times) {
+Status Filesystem::RoomToExtendLocked(Inode* in, uint64_t off, uint64_t len) {
   // The bytes past the size must be free now (holes below it are not
   // counted); nothing is reserved, so later writes may still find the
   // store full if others took the space first.
-  if (off + len > in->rec.size) {
-    SEPFS_RETURN_IF_ERROR(HaveRoomFor(off + len - std::max(off, in->rec.size)));
-  }
+  if (off + len <= in->rec.size) return Status::OK();
+  return HaveRoomFor(off + len - std::max(off, in->rec.size));
+}
+
+Status Filesystem::AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len,
+                                  bool kernel_times) {
+  SEPFS_RETURN_IF_ERROR(RoomToExtendLocked(in, off, len));
   if (mode == FALLOC_FL_KEEP_SIZE) return Status::OK();
   // Blocks are allocated on write (the log is append-only); extending the
   // size is what a caller of the default mode can observe.

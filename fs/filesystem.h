@@ -228,10 +228,12 @@ class Filesystem {
   Status Flush(uint64_t ino);                 // dirty data of ino to the vLog + LSM
   Status Fsync(uint64_t ino, bool datasync);  // Flush + durable
   Status FsyncDir(uint64_t ino);
-  // kernel_times: leave mtime and ctime alone (the writeback cache, where
-  // the kernel stamps them itself and sends them in a SETATTR; see
-  // WriteEffects).
-  // fx: kernel_times, and set-id bits to clear on success (kill_suidgid);
+  // Modes: 0 and FALLOC_FL_KEEP_SIZE (the size only; nothing is reserved),
+  // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE with
+  // or without FALLOC_FL_KEEP_SIZE; EOPNOTSUPP for the others.
+  // fx: kernel_times (leave mtime and ctime alone: the writeback cache,
+  // where the kernel stamps them itself and sends them in a SETATTR; see
+  // WriteEffects), and set-id bits to clear on success (kill_suidgid);
   // *setid_cleared: whether that changed the mode.
   Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
                    const WriteEffects& fx = {}, bool* setid_cleared = nullptr);
@@ -360,6 +362,9 @@ class Filesystem {
   Status PunchLocked(Inode* in, uint64_t off, uint64_t len, bool kernel_times);
   // fallocate of mode 0 or FALLOC_FL_KEEP_SIZE.
   Status AllocateLocked(Inode* in, int mode, uint64_t off, uint64_t len, bool kernel_times);
+  // ENOSPC unless the store has room for the bytes of [off, off + len)
+  // past the file's size.
+  Status RoomToExtendLocked(Inode* in, uint64_t off, uint64_t len);
   // Clears in's set-id bits as a change by c does (KillSuidSgid), with a new
   // ctime if they change (returns whether they did); stored with the next
   // flush, as a write's times.

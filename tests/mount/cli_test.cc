@@ -1286,6 +1286,15 @@ TEST_F(EnospcTest, FallocateBeyondTheFreeSpaceFails) {
   struct stat st {};
   ASSERT_SYS_OK(::fstat(fd.get(), &st));
   EXPECT_EQ(st.st_size, 0);
+  // Zeroing a range that would extend past the free space changes nothing.
+  const std::string data = RandomBytes(kMiB, 15);
+  ASSERT_NO_FATAL_FAILURE(PwriteAll(fd.get(), data.data(), data.size(), 0));
+  ASSERT_SYS_OK(::fsync(fd.get()));
+  EXPECT_ERRNO(::fallocate(fd.get(), FALLOC_FL_ZERO_RANGE, 4096, 1ll << 30), ENOSPC);
+  ASSERT_SYS_OK(::fstat(fd.get(), &st));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(kMiB));
+  EXPECT_TRUE(SameBytes(ReadFile(P("f")), data));
+  ASSERT_SYS_OK(::ftruncate(fd.get(), 0));
   EXPECT_EQ(ErrName(::posix_fallocate(fd.get(), 0, 4 * kMiB)), ErrName(0));
   ASSERT_SYS_OK(::fstat(fd.get(), &st));
   EXPECT_EQ(st.st_size, static_cast<off_t>(4 * kMiB));

@@ -1186,7 +1186,7 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
 TEST_P(SetidTest, FallocateKillsSetidBits) {
   const std::vector<std::pair<int, std::string>> modes = {
       {0, "extend"}, {FALLOC_FL_KEEP_SIZE, "keep-size"},
-      {FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "punch"}};
+      {FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "punch"}, {FALLOC_FL_ZERO_RANGE, "zero"}};
   auto fallocate_as = [this](uid_t uid, const std::string& rel, int mode) {
     return RunAs(uid, uid == 0 ? 0 : kNogroup, [&] {
       int fd = ::open(P(rel).c_str(), O_WRONLY);
