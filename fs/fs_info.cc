@@ -53,11 +53,13 @@ std::string Filesystem::StatsText() {
                 "  read errors (EIO)    %" PRIu64 "\n"
                 "  orphans reclaimed    %" PRIu64 "\n"
                 "  file handles opened  %" PRIu64 "\n"
-                "  directory listings   %" PRIu64 "\n",
+                "  directory listings   %" PRIu64 "\n"
+                "  waits for gc (full)  %" PRIu64 " (%.3f s)\n",
                 stats_.user_bytes_written.load(), stats_.user_bytes_read.load(),
                 stats_.flushes.load(), stats_.blocks_flushed.load(), dirty_total_.load(),
                 stats_.read_eio.load(), stats_.orphans_reclaimed.load(),
-                stats_.handles_opened.load(), stats_.dir_listings.load());
+                stats_.handles_opened.load(), stats_.dir_listings.load(),
+                stats_.space_waits.load(), stats_.space_wait_micros.load() / 1e6);
   s += buf;
   const DentryCacheStats d = dentries_.stats();
   std::snprintf(buf, sizeof(buf),

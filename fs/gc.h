@@ -91,6 +91,8 @@ class GarbageCollector {
   ~GarbageCollector();  // stops the thread
 
   void Start();  // the background thread (no-op in mode off)
+  // Whether Start runs a background thread, i.e. whether Kick frees space.
+  bool collects_in_background() const { return options_.mode != "off"; }
   void Stop();
   void Kick();
 

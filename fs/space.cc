@@ -77,10 +77,20 @@ bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadlin
   for (const auto& seg : vlog_->Segments()) {
     if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
   }
-  if (!gc_ || collectable < bytes || std::chrono::steady_clock::now() > deadline) return false;
+  // With gc=off nobody would collect it: no wait (each WRITE of a kernel
+  // writeback waited its 10 s).
+  if (!gc_ || !gc_->collects_in_background() || collectable < bytes ||
+      std::chrono::steady_clock::now() > deadline) {
+    return false;
+  }
   gc_->Kick();
-  std::unique_lock<std::mutex> l(space_wait_mu_);
-  space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
+  const uint64_t start = MonotonicMicros();
+  {
+    std::unique_lock<std::mutex> l(space_wait_mu_);
+    space_cv_.wait_for(l, std::chrono::seconds(1), [&] { return space_epoch_ != epoch; });
+  }
+  stats_.space_waits++;
+  stats_.space_wait_micros += MonotonicMicros() - start;
   return true;
 }
 

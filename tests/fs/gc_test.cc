@@ -544,6 +544,40 @@ TEST_F(CapacityTest, FullStoreReturnsEnospcAndDeletingMakesRoom) {
   ExpectFsckClean();
 }
 
+class CapacityNoGcTest : public CapacityTest {
+ protected:
+  FsOptions fs_options() const override {
+    FsOptions o = CapacityTest::fs_options();
+    o.gc = "off";
+    return o;
+  }
+};
+
+// With gc=off nothing collects the garbage of a full store, so a write
+// fails at once: it waited up to 10 s for a collector that was not running
+// (every WRITE of a kernel writeback did). sepfs gc still makes room.
+TEST_F(CapacityNoGcTest, FullStoreWithoutCollectorFailsWithoutWaiting) {
+  std::vector<uint64_t> files;
+  ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
+  ASSERT_GT(files.size(), 4u);
+  ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, 4));
+  const uint64_t ino = Create(kRoot, "after");
+  const Status st = fs_->Write(ino, 0, Payload(99, 4 << 20));
+  EXPECT_EQ(st.err(), ENOSPC) << st.ToString();
+  EXPECT_EQ(fs_->stats().space_waits.load(), 0u);
+  const std::string value(Filesystem::kXattrValueMax, 'v');
+  Status xst;
+  for (int i = 0; i < 64 && xst.ok(); i++) {
+    xst = fs_->SetXattr(ino, "user.v" + std::to_string(i), value, 0);
+  }
+  EXPECT_EQ(xst.err(), ENOSPC) << xst.ToString();
+  EXPECT_EQ(fs_->stats().space_waits.load(), 0u);
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, nullptr));
+  ASSERT_OK(fs_->Write(ino, 0, Payload(99, 2 << 20)));
+  ASSERT_OK(fs_->Flush(ino));
+  EXPECT_EQ(ReadAll(ino), Payload(99, 2 << 20));
+}
+
 // Writes the dirty-block cache still holds count against the space left:
 // each check read the disk again on a small store and forgot them, so a
 // writer that did not flush filled the cache beyond the store, and the
