@@ -77,8 +77,8 @@ bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadlin
   for (const auto& seg : vlog_->Segments()) {
     if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
   }
-  // With gc=off nobody would collect it: no wait (each WRITE of a kernel
-  // writeback waited its 10 s).
+  // With gc=off nobody would collect it: no wait (an fsync on a full store
+  // took 10 s to fail).
   if (!gc_ || !gc_->collects_in_background() || collectable < bytes ||
       std::chrono::steady_clock::now() > deadline) {
     return false;

@@ -555,7 +555,8 @@ class CapacityNoGcTest : public CapacityTest {
 
 // With gc=off nothing collects the garbage of a full store, so a write
 // fails at once: it waited up to 10 s for a collector that was not running
-// (every WRITE of a kernel writeback did). sepfs gc still makes room.
+// (an fsync after a dd on a full store took 10 s to fail). sepfs gc still
+// makes room.
 TEST_F(CapacityNoGcTest, FullStoreWithoutCollectorFailsWithoutWaiting) {
   std::vector<uint64_t> files;
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
