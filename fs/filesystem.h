@@ -402,9 +402,10 @@ class Filesystem {
   void WaitForValueRoom(uint64_t bytes);
   using Deadline = std::chrono::steady_clock::time_point;
   uint64_t SpaceEpoch();  // bumped whenever GC freed segments
-  // With at least `bytes` of garbage in sealed segments, kicks the collector
-  // and waits (at most a second) for a pass after `epoch`; false when there
-  // is nothing to wait for, or deadline has passed.
+  // With at least `bytes` (what a write lacks) of garbage in sealed
+  // segments, kicks the collector and waits (at most a second) for a pass
+  // after `epoch`; false when there is nothing to wait for, or deadline has
+  // passed.
   bool AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadline);
   // Under space_mu_: reads the disk's free space and reserve for
   // HaveMetaSpace, and what `use` may add according to that reading (less

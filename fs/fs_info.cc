@@ -13,13 +13,20 @@ namespace sepfs::fs {
 Status Filesystem::StatFs(struct statvfs* out) {
   uint64_t avail = 0, total = 0;
   SEPFS_RETURN_IF_ERROR(store_->env()->FreeSpace(store_->io_dir(), &avail, &total));
+  // Garbage in sealed segments is free to the user, as after an unlink on
+  // any file system (f2fs counts its invalid blocks free too): once free
+  // space runs low the collector takes any garbage, and writes wait for it.
+  // Not with gc=off, where only sepfs gc reclaims it.
+  const uint64_t garbage =
+      gc_ && gc_->collects_in_background() ? vlog_->CollectableGarbage() : 0;
   // What a write may take: less the reserve kept for metadata and GC (as
   // ext4 keeps blocks for root), so that df promises no more than fits.
-  const uint64_t writable = WritableBytes(avail, total);
+  const uint64_t writable = WritableBytes(avail, total) + garbage;
   // Files of collected segments kept for new ones hold space that new data
-  // gets first: free to the user, as after an unlink on any file system.
-  avail += vlog_->ReusableBytes();
-  const uint64_t used = vlog_->TotalBytes() + meta_->ApproximateBytes();
+  // gets first: free to the user too.
+  avail += vlog_->ReusableBytes() + garbage;
+  const uint64_t held = vlog_->TotalBytes() + meta_->ApproximateBytes();
+  const uint64_t used = held - std::min(held, garbage);
   const uint64_t cap = store_->super().capacity;
   if (cap) {
     total = cap;

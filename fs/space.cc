@@ -73,10 +73,7 @@ uint64_t Filesystem::SpaceEpoch() {
 }
 
 bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadline) {
-  uint64_t collectable = 0;
-  for (const auto& seg : vlog_->Segments()) {
-    if (!seg.open && !seg.damaged) collectable += seg.garbage_bytes;
-  }
+  const uint64_t collectable = vlog_->CollectableGarbage();
   // With gc=off nobody would collect it: no wait (an fsync on a full store
   // took 10 s to fail).
   if (!gc_ || !gc_->collects_in_background() || collectable < bytes ||
@@ -100,6 +97,7 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
   const Deadline deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (bool refresh = false;; refresh = true) {
     const uint64_t epoch = SpaceEpoch();
+    uint64_t shortfall = bytes;
     {
       std::lock_guard<std::mutex> l(space_mu_);
       if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
@@ -115,10 +113,11 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
         meta_disk_free_ -= std::min(bytes, meta_disk_free_);
         return Status::OK();
       }
+      shortfall = bytes - space_avail_;
     }
     // Full. If sealed segments hold enough garbage, wait while the collector
     // frees it (bounded); otherwise the store is really full.
-    if (!AwaitCollector(bytes, epoch, deadline)) {
+    if (!AwaitCollector(shortfall, epoch, deadline)) {
       return Status::NoSpace(store_->dir() + ": store is full");
     }
   }
@@ -149,12 +148,16 @@ void Filesystem::WaitForValueRoom(uint64_t bytes) {
   const Deadline deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     const uint64_t epoch = SpaceEpoch();
+    uint64_t shortfall = bytes;
     {
       std::lock_guard<std::mutex> l(space_mu_);
       if (meta_checked_us_ != 0 && MetaRoomLocked(MetaUse::kValue) >= bytes) return;
-      if (!ReadDiskLocked().ok() || MetaRoomLocked(MetaUse::kValue) >= bytes) return;
+      if (!ReadDiskLocked().ok()) return;
+      const uint64_t room = MetaRoomLocked(MetaUse::kValue);
+      if (room >= bytes) return;
+      shortfall = bytes - room;
     }
-    if (!AwaitCollector(bytes, epoch, deadline)) return;
+    if (!AwaitCollector(shortfall, epoch, deadline)) return;
   }
 }
 

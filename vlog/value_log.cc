@@ -128,6 +128,7 @@ class ValueLog::Impl {
   // many.
   size_t DropFreeFiles();
   uint64_t LiveBytes() const;
+  uint64_t CollectableGarbage() const;
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from);
   std::vector<StreamHead> Heads() const;
   uint32_t MaxSegmentId() const;
@@ -1055,6 +1056,17 @@ uint64_t ValueLog::Impl::LiveBytes() const {
   return total;
 }
 
+uint64_t ValueLog::Impl::CollectableGarbage() const {
+  uint64_t total = 0;
+  for (const auto& seg : Snapshot()) {
+    if (seg->open.load() || seg->damaged()) continue;
+    const uint64_t size = seg->size.load();
+    const uint64_t payload = size > kSegmentHeaderSize ? size - kSegmentHeaderSize : 0;
+    total += payload - std::min(payload, seg->live.load(std::memory_order_relaxed));
+  }
+  return total;
+}
+
 void ValueLog::Impl::EnsureSeqAbove(uint64_t seq) { RaiseAtLeast(next_seq_, seq + 1); }
 
 Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
@@ -1305,6 +1317,7 @@ uint64_t ValueLog::TotalBytes() const { return impl_->TotalBytes(); }
 ReusableSpace ValueLog::Reusable() const { return impl_->Reusable(); }
 size_t ValueLog::DropKeptFiles() { return impl_->DropFreeFiles(); }
 uint64_t ValueLog::LiveBytes() const { return impl_->LiveBytes(); }
+uint64_t ValueLog::CollectableGarbage() const { return impl_->CollectableGarbage(); }
 Status ValueLog::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from) {
   return impl_->ScanSegment(id, fn, from);
 }

@@ -294,6 +294,8 @@ class ValueLog {
   size_t DropKeptFiles();
   // Sum of the segments' live bytes.
   uint64_t LiveBytes() const;
+  // Garbage bytes of the sealed, undamaged segments: what GC can reclaim.
+  uint64_t CollectableGarbage() const;
 
   // Reads segment `id` front to back (sequentially, fadvise SEQUENTIAL),
   // calling fn for each record; for fsck and GC. An open segment's append

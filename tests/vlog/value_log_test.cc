@@ -358,6 +358,21 @@ TEST_F(ValueLogTest, LiveAndGarbageAccounting) {
   EXPECT_EQ(SegmentMap().size(), 1u);
 }
 
+// What GC can reclaim: the garbage of sealed segments, not of open ones.
+TEST_F(ValueLogTest, CollectableGarbageCountsSealedSegments) {
+  OpenLog();
+  Written a = Put(Stream::kHot, 1, 0, 1000);
+  Put(Stream::kHot, 1, 1, 500);
+  Written c = Put(Stream::kCold, 2, 0, 700);
+  vlog_->Release(a.ptr);
+  vlog_->Release(c.ptr);
+  EXPECT_EQ(vlog_->CollectableGarbage(), 0u) << "garbage of open segments";
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  EXPECT_EQ(vlog_->CollectableGarbage(), a.ptr.record_size());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kCold).ok());
+  EXPECT_EQ(vlog_->CollectableGarbage(), a.ptr.record_size() + c.ptr.record_size());
+}
+
 TEST_F(ValueLogTest, ScanSegmentSeesAllRecordsInOrder) {
   OpenLog();
   std::vector<Written> all;
