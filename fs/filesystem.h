@@ -120,7 +120,8 @@ struct FsStats {
   std::atomic<uint64_t> orphans_reclaimed{0};
   std::atomic<uint64_t> handles_opened{0};  // OpenFile calls (FUSE OPEN and CREATE)
   std::atomic<uint64_t> dir_listings{0};    // ListDir calls: listings the daemon took
-  // Waits of writers on a full store for the collector to free space.
+  // Waits (of at most a second each) of writers of data or xattr values on
+  // a full store for the collector to free space, and their total time.
   std::atomic<uint64_t> space_waits{0};
   std::atomic<uint64_t> space_wait_micros{0};
 };

@@ -159,6 +159,11 @@ Status GarbageCollector::CollectOne(double min_ratio, bool every_policy, bool* d
 
 Status GarbageCollector::RunPass(double min_garbage_ratio, const Progress& progress,
                                  uint64_t* collected) {
+  on_demand_++;
+  struct Done {
+    std::atomic<int>& n;
+    ~Done() { n--; }
+  } done_guard{on_demand_};
   totals_.passes++;
   for (const auto& s : vlog_->Segments()) {
     if (s.open && s.garbage_bytes > 0 && vlog::GarbageRatio(s) >= min_garbage_ratio) {

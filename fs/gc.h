@@ -91,8 +91,11 @@ class GarbageCollector {
   ~GarbageCollector();  // stops the thread
 
   void Start();  // the background thread (no-op in mode off)
-  // Whether Start runs a background thread, i.e. whether Kick frees space.
+  // Whether Start runs a background thread, which Kick wakes.
   bool collects_in_background() const { return options_.mode != "off"; }
+  // Whether space is being freed or will be once kicked: a background
+  // thread runs, or a RunPass is under way.
+  bool frees_space() const { return collects_in_background() || on_demand_.load() > 0; }
   void Stop();
   void Kick();
 
@@ -131,6 +134,7 @@ class GarbageCollector {
   const Hooks hooks_;
   const vlog::GcPolicy policy_;
   std::mutex run_mu_;  // one collection at a time
+  std::atomic<int> on_demand_{0};  // RunPass calls under way
   std::vector<uint32_t> failed_;  // damaged victims, not picked again (run_mu_)
   std::mutex mu_;
   std::condition_variable cv_;

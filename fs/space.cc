@@ -74,9 +74,9 @@ uint64_t Filesystem::SpaceEpoch() {
 
 bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadline) {
   const uint64_t collectable = vlog_->CollectableGarbage();
-  // With gc=off nobody would collect it: no wait (an fsync on a full store
-  // took 10 s to fail).
-  if (!gc_ || !gc_->collects_in_background() || collectable < bytes ||
+  // With gc=off nobody collects it unless sepfs gc runs: no wait (an fsync
+  // on a full store took 10 s to fail).
+  if (!gc_ || !gc_->frees_space() || collectable < bytes ||
       std::chrono::steady_clock::now() > deadline) {
     return false;
   }

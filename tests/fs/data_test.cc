@@ -388,8 +388,8 @@ TEST_F(SmallDataTest, PunchHoleEdgesAndBeyondEof) {
 }
 
 // FALLOC_FL_ZERO_RANGE: zeros inside the size, flushed or dirty, across
-// block edges; past the size it extends the file unless told to keep it;
-// on a full store it fails before changing anything.
+// block edges; past the size it extends the file unless told to keep it
+// (on a full store: CapacityTest.ZeroRangePastTheFreeSpaceChangesNothing).
 TEST_F(SmallDataTest, ZeroRange) {
   const uint64_t bs = 4096;
   const uint64_t f = Create(kRoot, "f");

@@ -1,6 +1,8 @@
 // Garbage collection through the filesystem: the fs implementation of the
 // GC index (liveness, compare-and-set swap, quiesce), the triggers, the
 // hot/cold classification and the capacity limit.
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -562,6 +564,7 @@ TEST_F(CapacityNoGcTest, FullStoreWithoutCollectorFailsWithoutWaiting) {
   ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
   ASSERT_GT(files.size(), 4u);
   ASSERT_NO_FATAL_FAILURE(UnlinkFiles(files, 0, 4));
+  ASSERT_GE(fs_->store()->vlog()->CollectableGarbage(), 3u << 20) << "nothing to wait for";
   const uint64_t ino = Create(kRoot, "after");
   const Status st = fs_->Write(ino, 0, Payload(99, 4 << 20));
   EXPECT_EQ(st.err(), ENOSPC) << st.ToString();
@@ -604,6 +607,21 @@ TEST_F(CapacityTest, DeletedDataIsFreeAtOnce) {
   ASSERT_OK(fs_->Flush(ino));
   EXPECT_EQ(ReadAll(ino), data);
   ExpectFsckClean();
+}
+
+// fallocate(FALLOC_FL_ZERO_RANGE) past what the store can take fails
+// before it zeroes anything.
+TEST_F(CapacityTest, ZeroRangePastTheFreeSpaceChangesNothing) {
+  const uint64_t f = WriteFile("f", Payload(1, 1 << 20));
+  std::vector<uint64_t> files;
+  ASSERT_EQ(FillWithFiles(&files).err(), ENOSPC);
+  EXPECT_ERRNO(fs_->Fallocate(f, FALLOC_FL_ZERO_RANGE, 4096, 64 << 20), ENOSPC);
+  EXPECT_EQ(Attr(f).size, 1u << 20);
+  EXPECT_EQ(ReadAll(f), Payload(1, 1 << 20));
+  ASSERT_OK(fs_->Fallocate(f, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 4096, 8192));
+  std::string want = Payload(1, 1 << 20);
+  std::fill(want.begin() + 4096, want.begin() + 4096 + 8192, '\0');
+  EXPECT_EQ(ReadAll(f), want);
 }
 
 // Writes the dirty-block cache still holds count against the space left:
