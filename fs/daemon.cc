@@ -14,6 +14,8 @@
 #include <memory>
 #include <vector>
 
+#include <leveldb/db.h>
+
 #include "fs/bdi.h"
 #include "fs/cpu_latency.h"
 #include "fs/file_limit.h"
@@ -182,8 +184,14 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fuse_opt_free_args(&args);
   ctx.session = se.get();
   if (!se) {
-    std::fprintf(stderr, "sepfs: cannot mount %s: bad mount options '%s'\n", req.store.c_str(),
-                 opts.c_str());
+    // libfuse has said which ones above; name the options the user passed
+    // on to it, not the ones sepfs adds.
+    std::string passed;
+    for (const auto& o : req.options.passthrough) passed += (passed.empty() ? "" : ",") + o;
+    std::fprintf(stderr,
+                 "sepfs: cannot mount %s: FUSE refused an option among '%s', the ones sepfs"
+                 " passed on to it (named above); 'sepfs mount --help' lists sepfs's own\n",
+                 req.store.c_str(), passed.c_str());
     return 1;
   }
   if (fuse_set_signal_handlers(se.get()) != 0) {
@@ -341,6 +349,11 @@ int Mount(const MountRequest& req) {
   int rc = Serve(req, &pipe);
   pipe.Report(static_cast<char>(rc == 0 ? 0 : 1));
   return rc;
+}
+
+std::string LibraryVersions() {
+  return std::string("libfuse ") + fuse_pkgversion() + ", LevelDB " +
+         std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion);
 }
 
 }  // namespace sepfs::fs

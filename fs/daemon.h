@@ -21,4 +21,8 @@ struct MountRequest {
 // serves). Errors are printed to stderr naming the path and the reason.
 int Mount(const MountRequest& req);
 
+// The versions of libfuse and LevelDB the binary runs with, for `sepfs
+// version`: "libfuse 3.14.0, LevelDB 1.23".
+std::string LibraryVersions();
+
 }  // namespace sepfs::fs

@@ -1,4 +1,4 @@
-// sepfs: the command-line tool. mkfs, mount, fsck and stats of a store.
+// sepfs: the command-line tool. mkfs, mount, fsck, stats and gc of a store.
 // Installed also as mkfs.sepfs and fsck.sepfs (dispatched on argv[0]), and
 // callable as `sepfs STORE MOUNTPOINT -o OPTS` by the fuse3 mount helper.
 #include <stdlib.h>
@@ -36,11 +36,13 @@ constexpr const char* kUsage =
     "usage: sepfs COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES] [--capacity=BYTES] STORE\n"
+    "  mkfs [--force] [--block-size=BYTES] [--segment-size=BYTES] [--capacity=BYTES]\n"
+    "       [--inline-max=BYTES] STORE\n"
     "  mount [-f] [-d] [-o OPT[,OPT...]] STORE MOUNTPOINT\n"
     "  fsck [--repair [--salvage]] STORE\n"
     "  stats STORE_OR_MOUNTPOINT\n"
     "  gc [--min-garbage=PCT] STORE_OR_MOUNTPOINT\n"
+    "  version\n"
     "  help\n"
     "\n"
     "Run 'sepfs COMMAND --help' for the options of a command.\n";
@@ -53,7 +55,8 @@ constexpr const char* kMkfsUsage =
     "                      else is refused; lost+found is left alone)\n"
     "  --block-size=N      logical file block size (power of two, 4 KiB..4 MiB; default 64 KiB)\n"
     "  --segment-size=N    vLog segment size (1 MiB..2 GiB; default 64 MiB)\n"
-    "  --capacity=N        size limit of the store (default: the free space below)\n"
+    "  --capacity=N        size limit of the store, at least 16 segments (default: the\n"
+    "                      free space below)\n"
     "  --inline-max=N      blocks of at most N bytes keep their data in the metadata LSM\n"
     "                      instead of the vLog (0..64 KiB, at most half a block; default\n"
     "                      4 KiB, or a quarter of a smaller block)\n"
@@ -111,7 +114,8 @@ constexpr const char* kGcUsage =
     "Runs a garbage-collection pass now: every vLog segment of which at least PCT\n"
     "percent is garbage (deleted or overwritten data) is collected: its live blocks\n"
     "are copied to a new segment, then it is deleted. A mounted store is collected\n"
-    "by its daemon. Prints what it collected and the garbage it left.\n"
+    "by its daemon. Prints what it collected, the garbage it left, and the store's\n"
+    "space by segment class.\n"
     "  --min-garbage=PCT  0-100, default 20 (at most 4 bytes copied per byte freed);\n"
     "                     0 collects every segment holding any garbage\n";
 
@@ -439,6 +443,21 @@ int CmdStats(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The sections of `sepfs stats` text that say where the space went: a
+// section is its title line at column 0 and the indented lines after it.
+void PrintSpaceSections(const std::string& stats) {
+  for (std::string_view title : {"space:\n", "segments by class:\n"}) {
+    size_t at = stats.rfind(title, 0) == 0 ? 0 : stats.find("\n" + std::string(title));
+    if (at == std::string::npos) continue;
+    if (stats[at] == '\n') at++;
+    size_t end = stats.find('\n', at);
+    while (end != std::string::npos && end + 1 < stats.size() && stats[end + 1] == ' ') {
+      end = stats.find('\n', end + 1);
+    }
+    std::fputs(stats.substr(at, end == std::string::npos ? end : end + 1 - at).c_str(), stdout);
+  }
+}
+
 int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
   double ratio = fs::kOnDemandMinGarbageRatio;
@@ -467,7 +486,6 @@ int CmdGc(const std::vector<std::string>& args) {
       return Fail("gc " + mount + ": " + std::strerror(errno));
     }
     if (!ReadMountStats(mount, &s, &why)) return 0;
-    // The pass's summary first, then the statistics without it.
     constexpr std::string_view kLast = "  last sepfs gc";
     const size_t last = s.find(kLast);
     if (last == std::string::npos) {
@@ -475,12 +493,9 @@ int CmdGc(const std::vector<std::string>& args) {
                   " segment holding garbage\n", mount.c_str());
     } else {
       const size_t from = s.find_first_not_of(' ', last + kLast.size());
-      const size_t end = s.find('\n', from);
-      std::printf("sepfs gc: %s\n", s.substr(from, end - from).c_str());
-      s.erase(last, end == std::string::npos ? std::string::npos : end + 1 - last);
+      std::printf("sepfs gc: %s\n", s.substr(from, s.find('\n', from) - from).c_str());
     }
-    const size_t at = s.find("segments by class:");
-    std::fputs(s.substr(at == std::string::npos ? 0 : at).c_str(), stdout);
+    PrintSpaceSections(s);
     return 0;
   }
   fs::RaiseFileLimit();
@@ -499,6 +514,7 @@ int CmdGc(const std::vector<std::string>& args) {
                 nullptr);
   const std::string summary = f->GcSummary();
   if (!summary.empty()) std::printf("sepfs gc: %s\n", summary.c_str());
+  if (st.ok()) PrintSpaceSections(f->StatsText());
   Status cst = f->Close();
   if (!st.ok()) return Fail("gc " + path + ": " + st.ToString());
   if (!cst.ok()) return Fail("gc " + path + ": " + cst.ToString());
@@ -529,6 +545,11 @@ int main(int argc, char** argv) {
   if (cmd == "gc") return CmdGc(rest);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "version" || cmd == "--version" || cmd == "-V") {
+    std::printf("sepfs %s (store format %u; %s)\n", SEPFS_VERSION,
+                sepfs::kv::kMetaFormatVersion, fs::LibraryVersions().c_str());
     return 0;
   }
   // `mount -t fuse.sepfs STORE MNT` runs `sepfs STORE MNT -o OPTS`.

@@ -585,7 +585,7 @@ TEST_F(UnmountedTest, StatsAndHelp) {
   EXPECT_TRUE(Contains(r.out, "hotcold (picker cost-benefit, 2 streams)")) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Unmount());
 
-  for (const char* sub : {"mkfs", "mount", "fsck", "stats"}) {
+  for (const char* sub : {"mkfs", "mount", "fsck", "stats", "gc"}) {
     r = RunSepfs({sub, "--help"});
     EXPECT_EQ(r.exit_code, 0) << sub << "\n" << r.Describe();
     EXPECT_TRUE(Contains(Lower(r.out + r.err), "usage")) << sub << "\n"
@@ -595,6 +595,13 @@ TEST_F(UnmountedTest, StatsAndHelp) {
   r = RunSepfs({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(Lower(r.out + r.err), "usage")) << r.Describe();
+  for (const char* v : {"--version", "version"}) {
+    r = RunSepfs({v});
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(std::regex_search(
+        r.out, std::regex(R"(^sepfs \d+\.\d+\.\d+ \(store format \d+; libfuse 3\.\d+)")))
+        << r.Describe();
+  }
   // Wrong usage fails.
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{
@@ -691,6 +698,7 @@ TEST_F(NoStoreTest, GcCollectsSegmentsOverItsThreshold) {
   EXPECT_TRUE(Contains(r.out, "segments by class:")) << r.Describe();
   EXPECT_EQ(r.out.find(" segments collected ("), r.out.rfind(" segments collected ("))
       << "the summary twice\n" << r.Describe();
+  EXPECT_FALSE(Contains(r.out, "prefetch:")) << "all of sepfs stats\n" << r.Describe();
 
   for (const char* bad : {"--min-garbage=", "--min-garbage=101", "--min-garbage=-5",
                           "--min-garbage=lots", "--min-garbage=5%"}) {
@@ -893,6 +901,9 @@ TEST_F(UnmountedTest, MountOptions) {
   std::string log;
   EXPECT_FALSE(TryMount({"no_such_option_xyz"}, &exit_code, &log));
   EXPECT_NE(exit_code, 0) << log;
+  // The message names what the user passed, not the options sepfs adds.
+  EXPECT_TRUE(Contains(log, "FUSE refused an option among 'no_such_option_xyz'")) << log;
+  EXPECT_FALSE(Contains(log, "subtype=")) << log;
 }
 
 // An option escaped as libfuse reads escapes (\145 is 'e') is unescaped by
