@@ -265,6 +265,11 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
   // is a note here, like an orphan, not damage.
   uint64_t clean_flag = 0;
   const bool unclean = !(meta->GetCounter("clean", &clean_flag).ok() && clean_flag);
+  if (unclean) {
+    rep->notes.push_back(
+        "not unmounted cleanly: the next mount recovers (it reads the vLog written since the "
+        "last checkpoint); writes that were not fsync'd may be lost");
+  }
   // A recycled file that was a stream's open segment ends, after a crash,
   // where its scan stops (the mount cuts it there; docs/vlog-format.md,
   // "Recycled segment files"), not where the file does.

@@ -314,11 +314,13 @@ TEST_F(PersistTest, OrphanReclaimedAfterCrash) {
     FsckReport rep;
     RunFsck(&rep);
     EXPECT_TRUE(rep.errors.empty()) << rep.errors[0];
-    bool orphan_noted = false;
+    bool orphan_noted = false, unclean_noted = false;
     for (const auto& n : rep.notes) {
       orphan_noted |= n.find("inode " + std::to_string(orphan_ino)) != std::string::npos;
+      unclean_noted |= n.find("not unmounted cleanly") != std::string::npos;
     }
     EXPECT_TRUE(orphan_noted) << "fsck notes: " << rep.notes.size();
+    EXPECT_TRUE(unclean_noted) << "fsck notes: " << rep.notes.size();
   }
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   kv::InodeRecord r;
