@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -45,6 +46,8 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
   // inode leases) makes the records that written pointers name durable first.
   fs->meta_->SetBeforeSync([v = fs->vlog_] { return v->Sync(vlog::kNoStreams); });
   SEPFS_RETURN_IF_ERROR(fs->alloc_->Init());
+  SEPFS_RETURN_IF_ERROR(LoadLifetime(fs->meta_, static_cast<uint64_t>(::time(nullptr)),
+                                     &fs->lifetime_base_));
 
   uint64_t clean = 0;
   Status st = fs->meta_->GetCounter("clean", &clean);

@@ -36,6 +36,7 @@
 #include "fs/gc.h"
 #include "fs/gc_index.h"
 #include "fs/inode.h"
+#include "fs/lifetime.h"
 #include "fs/live_journal.h"
 #include "fs/ptr_locks.h"
 #include "fs/readahead.h"
@@ -265,6 +266,8 @@ class Filesystem {
 
   // Human-readable statistics (sepfs stats).
   std::string StatsText();
+  // The store's counts since mkfs: those loaded at mount plus this mount's.
+  LifetimeCounts Lifetime() const;
 
   // Readdir-triggered prefetch (file_read.cc): a listing of dir was taken
   // from its start, entries in name order. Prefetches the first blocks of
@@ -502,6 +505,7 @@ class Filesystem {
   std::mutex checkpoint_mu_;           // before ptr_locks_
   uint64_t checkpoint_appended_ = 0;   // vLog bytes appended at the last checkpoint
   std::atomic<uint64_t> checkpoints_{0};
+  LifetimeCounts lifetime_base_;       // loaded at mount; checkpoints write Lifetime()
 
   std::unique_ptr<FsGcIndex> gc_index_;
   std::unique_ptr<GarbageCollector> gc_;

@@ -88,7 +88,7 @@ std::string Filesystem::StatsText() {
   const uint64_t user = stats_.user_bytes_written.load();
   const uint64_t device = vlog_->stats().bytes_appended;
   std::snprintf(buf, sizeof(buf),
-                "write amplification:\n"
+                "write amplification (this mount):\n"
                 "  user bytes written   %" PRIu64 "\n"
                 "  device bytes written %" PRIu64 " (%.2fx)\n",
                 user, device, user ? static_cast<double>(device) / user : 0.0);
@@ -102,7 +102,21 @@ std::string Filesystem::StatsText() {
     if (!last.empty()) s += "  last sepfs gc        " + last + "\n";
   }
   s += PrefetchStatsText();
+  s += LifetimeText(Lifetime());
   return s;
+}
+
+LifetimeCounts Filesystem::Lifetime() const {
+  LifetimeCounts m;
+  m.user_bytes_written = stats_.user_bytes_written.load();
+  m.vlog_bytes_appended = vlog_->stats().bytes_appended;
+  if (gc_) {
+    const GcTotals& t = gc_->totals();
+    m.gc_segments_collected = t.segments_collected.load();
+    m.gc_bytes_moved = t.bytes_moved.load();
+    m.gc_bytes_freed = t.bytes_freed.load();
+  }
+  return lifetime_base_.Plus(m);
 }
 
 }  // namespace sepfs::fs

@@ -324,6 +324,7 @@ Status Filesystem::WriteCheckpoint(bool clean) {
   SEPFS_RETURN_IF_ERROR(vlog_->SyncHeads(&heads.heads));
   kv::Batch b;
   const size_t folded = journal_->PutCheckpoint(&b, vlog_->Segments(), heads);
+  b.Put(kv::CounterKey(kLifetimeCounter), EncodeLifetime(Lifetime()));
   if (clean) b.Put(kv::CounterKey("clean"), kv::EncodeCounter(1));
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/true));
   journal_->CheckpointWritten(folded);

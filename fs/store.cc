@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "fs/clock.h"
+#include "fs/lifetime.h"
 #include "fs/live_journal.h"
 #include "fs/mountinfo.h"
 #include "fs/old_store.h"
@@ -184,6 +186,9 @@ Status Mkfs(const std::string& dir, const MkfsOptions& options) {
   // The first checkpoint: no segment, no live byte (fs/live_journal.h).
   b.Put(kv::CounterKey(kSegmentUsageCounter), EncodeSegmentUsage({}));
   b.Put(kv::CounterKey(kVlogHeadsCounter), EncodeVlogHeads(VlogHeads{}));
+  LifetimeCounts lifetime;
+  lifetime.since_unix = static_cast<uint64_t>(::time(nullptr));
+  b.Put(kv::CounterKey(kLifetimeCounter), EncodeLifetime(lifetime));
   SEPFS_RETURN_IF_ERROR(meta->Write(&b, /*sync=*/true));
   SEPFS_RETURN_IF_ERROR(WriteSuperblockCopy(env, dir, sb));
   return env->SyncDir(dir);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fs/gc_index.h"
+#include "fs/lifetime.h"
 #include "fs_test_util.h"
 
 namespace sepfs::fs::testing {
@@ -150,6 +151,93 @@ TEST_F(GcTest, KeepsLiveDataAndFreesGarbage) {
   ExpectFsckClean();
   EXPECT_EQ(ReadAll(InoOf(kRoot, "a")), a2);
   EXPECT_EQ(ReadAll(InoOf(kRoot, "c")), c);
+}
+
+TEST(LifetimeCodec, RoundTripsAndRejectsBadInput) {
+  const LifetimeCounts c{1764000000, 1ull << 40, 3, 4, 5, 6};
+  LifetimeCounts got;
+  ASSERT_OK(DecodeLifetime(EncodeLifetime(c), &got));
+  EXPECT_EQ(EncodeLifetime(got), EncodeLifetime(c));
+  EXPECT_EQ(got.user_bytes_written, 1ull << 40);
+  EXPECT_EQ(got.gc_bytes_freed, 6u);
+  ASSERT_OK(DecodeLifetime(EncodeLifetime(c) + "later fields", &got));
+  EXPECT_EQ(got.gc_bytes_moved, 5u);
+  std::string raw = EncodeLifetime(c);
+  EXPECT_FALSE(DecodeLifetime(raw.substr(0, raw.size() - 1), &got).ok());
+  raw[0] = 2;
+  EXPECT_FALSE(DecodeLifetime(raw, &got).ok());
+  EXPECT_FALSE(DecodeLifetime("", &got).ok());
+}
+
+// The store's counts since mkfs add up over mounts, keep what a crash's
+// last checkpoint held, and restart from zero (now) for a store without
+// them or with a damaged record, which still mounts.
+TEST_F(GcTest, LifetimeCountsAddUpAcrossMountsAndCheckpoints) {
+  const uint64_t t0 = static_cast<uint64_t>(::time(nullptr));
+  LifetimeCounts l = fs_->Lifetime();
+  EXPECT_LE(l.since_unix, t0);
+  EXPECT_GE(l.since_unix + 120, t0) << "mkfs wrote when counting began";
+  const uint64_t mkfs_time = l.since_unix;
+  EXPECT_EQ(l.user_bytes_written, 0u);
+
+  const uint64_t a = WriteFile("a", Payload(1, 10 << 20));
+  l = fs_->Lifetime();
+  EXPECT_EQ(l.user_bytes_written, 10u << 20);
+  EXPECT_GE(l.vlog_bytes_appended, 10u << 20);
+  Reopen();
+  LifetimeCounts after = fs_->Lifetime();
+  EXPECT_EQ(EncodeLifetime(after), EncodeLifetime(l)) << "a clean remount kept the counts";
+
+  ASSERT_OK(fs_->Unlink(kRoot, "a"));
+  fs_->Forget(a, 1);
+  uint64_t collected = 0;
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &collected));
+  ASSERT_GT(collected, 0u);
+  l = fs_->Lifetime();
+  EXPECT_EQ(l.gc_segments_collected, collected);
+  EXPECT_GE(l.gc_bytes_freed, 8u << 20);
+  WriteFile("b", Payload(2, 1 << 20));
+  Reopen();
+  after = fs_->Lifetime();
+  EXPECT_EQ(after.user_bytes_written, (10u << 20) + (1u << 20));
+  EXPECT_EQ(after.gc_segments_collected, collected);
+  EXPECT_EQ(after.since_unix, mkfs_time);
+
+  // A crash keeps what its mount counted up to its last checkpoint.
+  CloseFs();
+  InCrashingChild([](Filesystem* fs) {
+    kv::InodeRecord r;
+    if (!fs->Mknod(Caller{}, kRoot, "c", S_IFREG | 0644, 0, &r).ok()) return 1;
+    if (!fs->Write(r.ino, 0, Payload(3, 2 << 20)).ok() || !fs->Flush(r.ino).ok()) return 2;
+    if (!fs->Checkpoint().ok()) return 3;
+    if (!fs->Write(r.ino, 2 << 20, Payload(4, 3 << 20)).ok() || !fs->Flush(r.ino).ok()) return 4;
+    return 0;
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(fs_->Lifetime().user_bytes_written, (13u << 20));
+
+  // A damaged record, then none at all (a store made before the counts).
+  for (bool damaged : {true, false}) {
+    CloseFs();
+    Damage([damaged](kv::MetaStore*, kv::Batch* b) {
+      if (damaged) {
+        b->Put(kv::CounterKey(kLifetimeCounter), "x");
+      } else {
+        b->Delete(kv::CounterKey(kLifetimeCounter));
+      }
+    });
+    const uint64_t t1 = static_cast<uint64_t>(::time(nullptr));
+    ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+    l = fs_->Lifetime();
+    EXPECT_EQ(l.user_bytes_written, 0u) << damaged;
+    EXPECT_EQ(l.gc_segments_collected, 0u) << damaged;
+    EXPECT_GE(l.since_unix, t1) << damaged;
+    WriteFile(damaged ? "d" : "e", Payload(5, 1 << 20));
+    Reopen();
+    EXPECT_EQ(fs_->Lifetime().user_bytes_written, 1u << 20) << damaged;
+    EXPECT_GE(fs_->Lifetime().since_unix, t1) << damaged;
+  }
+  ExpectFsckClean();
 }
 
 // A segment GC deleted keeps its file for the next segment (the store's
