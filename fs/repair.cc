@@ -183,6 +183,7 @@ Status Repairer::OpenStore() {
       st = Store::Open(dir_, options_, &store_);
     }
     if (st.ok()) {
+      rep_->meta_records_dropped = true;
       Change("metadata store " + MetaDir(dir_) + ": opening it failed (" +
              rep_->before.errors.back() + "); recovered its logs dropping the records " +
              "whose checksum failed");
@@ -314,7 +315,7 @@ Status Repairer::RepairLevelDb(const std::string& why) {
         }
         return kv::RepairDbInOrder(MetaDir(dir_), lo);
       }));
-  rep_->leveldb_repaired = true;
+  rep_->leveldb_repaired = rep_->meta_records_dropped = true;
   Change("metadata store " + MetaDir(dir_) + ": " + why +
          "; rebuilt it with leveldb::RepairDB (keys in damaged blocks are lost, damaged files "
          "were moved to " + MetaDir(dir_) + "/lost)");
@@ -891,7 +892,7 @@ Status Repairer::Salvage(const FsckReport& first, bool* any) {
   // pass that follows rewrites the allocation count, the only sign that
   // they were lost (a later --salvage could no longer find them). Files
   // without an inode come back only when asked.
-  if (!repair_options_.salvage && !rep_->leveldb_repaired && lost_pointers.empty()) {
+  if (!repair_options_.salvage && !rep_->meta_records_dropped && lost_pointers.empty()) {
     return Status::OK();
   }
   SalvageScan scan;

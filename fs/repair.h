@@ -54,9 +54,13 @@ struct RepairReport {
   FsckReport after;                  // the final check, after repairing
   std::vector<std::string> changes;  // what was changed, in order
   bool leveldb_repaired = false;     // leveldb::RepairDB ran
-  // Without RepairOptions::salvage, after leveldb::RepairDB: files the vLog
-  // holds records of while no inode names them (what salvage would bring
-  // back). Files that kept their inode get lost pointers back either way.
+  // Metadata records were dropped: RepairDB ran, or LevelDB's logs were
+  // recovered past records whose checksum failed.
+  bool meta_records_dropped = false;
+  // Without RepairOptions::salvage, after metadata records were dropped:
+  // files the vLog holds records of while no inode names them (what salvage
+  // would bring back). Files that kept their inode get lost pointers back
+  // either way.
   uint64_t salvageable = 0;
   bool changed() const { return !changes.empty(); }
 };
