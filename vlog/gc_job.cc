@@ -50,6 +50,8 @@ class Job {
   };
 
   Status Check(uint64_t* victim_size);
+  // The bytes of the victim's records that pointers still name.
+  uint64_t SegmentLive() const;
   // Handles one intact record of the victim.
   Status OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data);
   // Relocates batch_ (steps 2a-2e) and empties it.
@@ -85,6 +87,13 @@ Status Job::Check(uint64_t* victim_size) {
     return Status::OK();
   }
   return Status::NotFound(Name() + ": no such segment");
+}
+
+uint64_t Job::SegmentLive() const {
+  for (const SegmentInfo& s : vlog_->Segments()) {
+    if (s.id == victim_) return s.live_bytes;
+  }
+  return 0;
 }
 
 Status Job::OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data) {
@@ -183,12 +192,14 @@ void Job::Throttle(bool force) {
 Status Job::Run() {
   uint64_t victim_size = 0;
   SEPFS_RETURN_IF_ERROR(Check(&victim_size));
-  Status job_st;
+  Status job_st, damage;
+  uint64_t damage_at = 0;
   Status st = vlog_->ScanSegment(
       victim_, [&](const BlockPtr& ptr, const RecordHeader& h, std::string_view data,
                    const Status& rec_st) {
         if (!rec_st.ok()) {
-          job_st = rec_st.WithContext(Name() + " aborted, segment kept");
+          damage = rec_st;
+          damage_at = ptr.offset;
           return false;
         }
         job_st = OnRecord(ptr, h, data);
@@ -196,6 +207,22 @@ Status Job::Run() {
       });
   if (st.ok()) st = std::move(job_st);
   if (st.ok()) st = RelocateBatch();
+  if (st.ok() && !damage.ok()) {
+    // Nothing past a damaged record can be read. With the records before it
+    // relocated, what the segment still counts live lies past it: kept. If
+    // nothing does, the rest is garbage (bytes appended to a sealed file,
+    // records of deleted files) and the segment goes as any other.
+    const uint64_t live = SegmentLive();
+    if (live > 0) {
+      st = damage.WithContext(Name() + " aborted, segment kept: " + std::to_string(live) +
+                              " live bytes lie past the damaged record at offset " +
+                              std::to_string(damage_at));
+    } else {
+      Log(Name() + ": " + damage.ToString() + " at offset " + std::to_string(damage_at) +
+          "; no live record lies past it, so the segment is collected");
+      ++stats_->damaged_tails;
+    }
+  }
   if (st.ok()) Throttle(true);  // back-to-back jobs keep to the rate too
   if (!st.ok()) {
     Log(st.ToString());
