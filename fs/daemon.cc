@@ -202,8 +202,17 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   // which does not serve yet, for the root's attributes.
   const std::string real_mountpoint = ResolvedPath(req.mountpoint);
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
-    std::fprintf(stderr, "sepfs: cannot mount %s on %s (is /dev/fuse available?)\n",
-                 req.store.c_str(), req.mountpoint.c_str());
+    // libfuse has said how above; say where to look.
+    std::string why = "/dev/fuse cannot be opened: is the fuse module loaded?";
+    if (::access("/dev/fuse", R_OK | W_OK) == 0) {
+      std::string passed;
+      for (const auto& o : req.options.passthrough) passed += (passed.empty() ? "" : ",") + o;
+      why = passed.empty() ? "the kernel refused the mount"
+                           : "the kernel refused the mount or one of the options passed on "
+                             "to it: '" + passed + "'";
+    }
+    std::fprintf(stderr, "sepfs: cannot mount %s on %s (%s)\n", req.store.c_str(),
+                 req.mountpoint.c_str(), why.c_str());
     fuse_remove_signal_handlers(se.get());
     return 1;
   }

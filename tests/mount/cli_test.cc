@@ -904,6 +904,15 @@ TEST_F(UnmountedTest, MountOptions) {
   // The message names what the user passed, not the options sepfs adds.
   EXPECT_TRUE(Contains(log, "FUSE refused an option among 'no_such_option_xyz'")) << log;
   EXPECT_FALSE(Contains(log, "subtype=")) << log;
+  // One libfuse passes on and the kernel refuses: the message names the
+  // options, not /dev/fuse, which works.
+  log.clear();
+  EXPECT_FALSE(TryMount({"context=a\\,b"}, &exit_code, &log));
+  EXPECT_NE(exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "the kernel refused the mount or one of the options passed on to "
+                            "it: 'context=a,b'"))
+      << log;
+  EXPECT_FALSE(Contains(log, "/dev/fuse")) << log;
 }
 
 // An option escaped as libfuse reads escapes (\145 is 'e') is unescaped by
