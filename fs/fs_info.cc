@@ -68,6 +68,9 @@ std::string Filesystem::StatsText() {
                 stats_.handles_opened.load(), stats_.dir_listings.load(),
                 stats_.space_waits.load(), stats_.space_wait_micros.load() / 1e6);
   s += buf;
+  if (Status w = meta_->WriteError(); !w.ok()) {
+    s += "  metadata writes      refused: " + std::string(w.message()) + "\n";
+  }
   const DentryCacheStats d = dentries_.stats();
   std::snprintf(buf, sizeof(buf),
                 "  dentry cache         %" PRIu64 " dirs, %" PRIu64 " entries, %" PRIu64

@@ -458,6 +458,13 @@ void PrintSpaceSections(const std::string& stats) {
   }
 }
 
+// The store a mount serves, from the first line of its stats ("store DIR").
+std::string StoreOfStats(const std::string& stats) {
+  constexpr std::string_view kStore = "store ";
+  if (stats.rfind(kStore, 0) != 0) return "";
+  return stats.substr(kStore.size(), stats.find('\n') - kStore.size());
+}
+
 int CmdGc(const std::vector<std::string>& args) {
   if (WantsHelp(args)) return std::fputs(kGcUsage, stdout), 0;
   double ratio = fs::kOnDemandMinGarbageRatio;
@@ -483,7 +490,12 @@ int CmdGc(const std::vector<std::string>& args) {
     std::printf("sepfs gc: collecting %s (mounted) ...\n", mount.c_str());
     std::fflush(stdout);
     if (::setxattr(mount.c_str(), "sepfs.gc", percent.data(), percent.size(), 0) != 0) {
-      return Fail("gc " + mount + ": " + std::strerror(errno));
+      // An errno is all that crosses the mount; the daemon logged the rest.
+      const int err = errno;
+      const std::string store = StoreOfStats(s);
+      return Fail("gc " + mount + ": " + std::strerror(err) + " (the daemon's log says why: " +
+                  (store.empty() ? "STORE" : store) +
+                  "/sepfs.log, or its standard error when it runs with -f)");
     }
     if (!ReadMountStats(mount, &s, &why)) return 0;
     constexpr std::string_view kLast = "  last sepfs gc";

@@ -438,9 +438,14 @@ TEST_F(ErrorTest, LsmWriteErrorFailsRenameCleanly) {
   DurableFile("a", a);
   DurableFile("b", b);
   const uint64_t ia = InoOf(kRoot, "a"), ib = InoOf(kRoot, "b");
+  EXPECT_EQ(fs_->StatsText().find("metadata writes"), std::string::npos);
   model().FailNth(FaultOp::kWrite, FaultScope::kLevelDb, 1, EIO);
   EXPECT_ERRNO(fs_->Rename(kRoot, "a", kRoot, "b", 0), EIO);
   EXPECT_EQ(model().injected(), 1u);
+  // sepfs stats says so, and what to do.
+  const std::string stats = fs_->StatsText();
+  EXPECT_NE(stats.find("metadata writes      refused: "), std::string::npos) << stats;
+  EXPECT_NE(stats.find("remount to recover"), std::string::npos) << stats;
   EXPECT_EQ(InoOf(kRoot, "a"), ia);
   EXPECT_EQ(InoOf(kRoot, "b"), ib);
   EXPECT_EQ(ReadOk(ia), a);

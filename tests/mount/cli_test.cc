@@ -662,6 +662,43 @@ std::pair<double, int> GarbageLeft(const std::string& out) {
   return {std::stod(m[1]), std::stoi(m[2])};
 }
 
+// A mounted gc that fails (a segment damaged under a live record) can only
+// get an errno back through the mount: the message says where the daemon
+// wrote why.
+TEST_F(NoStoreTest, FailedGcOfAMountSaysWhereTheDaemonLoggedWhy) {
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--segment-size=1M"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  const std::string a = RandomBytes(4 * kMiB, 44);
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("a"), a));
+  {
+    // The first block rewritten: the first segment holds some garbage.
+    UniqueFd fd(::open(P("a").c_str(), O_RDWR));
+    ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+    ASSERT_EQ(::pwrite(fd.get(), a.data() + 1, 64 * 1024, 0), 64 * 1024);
+    ASSERT_SYS_OK(::fsync(fd.get()));
+  }
+  const std::string seg = store() + "/vlog/seg-00000001.vlog";
+  struct stat st;
+  ASSERT_SYS_OK(::stat(seg.c_str(), &st));
+  ASSERT_GT(st.st_size, 512 * 1024) << "a's first MiB is in the first segment";
+  {
+    UniqueFd fd(::open(seg.c_str(), O_RDWR));
+    ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+    char c = 0;
+    ASSERT_EQ(::pread(fd.get(), &c, 1, st.st_size / 2), 1);
+    c ^= 0x5a;
+    ASSERT_EQ(::pwrite(fd.get(), &c, 1, st.st_size / 2), 1);
+  }
+  CmdResult r = RunSepfs({"gc", "--min-garbage=0", mnt()});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, std::string("gc ") + mnt() + ": Input/output error (the daemon's "
+                              "log says why: " + store() + "/sepfs.log, or its standard error "
+                              "when it runs with -f)"))
+      << r.Describe();
+  EXPECT_TRUE(Contains(DaemonLog(), "live bytes lie past the damaged record")) << DaemonLog();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+}
+
 // sepfs gc collects the segments of which at least --min-garbage percent
 // (default 20) is garbage and says what it left; 0 collects them all. It
 // collected every segment holding any garbage, so a store of cold data
