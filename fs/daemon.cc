@@ -76,6 +76,14 @@ class StartupPipe {
   int fd_ = -1;
 };
 
+// The options the user passed on to libfuse and the kernel, as one list
+// for messages (not the ones sepfs adds).
+std::string PassedOptions(const MountRequest& req) {
+  std::string passed;
+  for (const auto& o : req.options.passthrough) passed += (passed.empty() ? "" : ",") + o;
+  return passed;
+}
+
 void DetachStdio(const std::string& store) {
   int null = ::open("/dev/null", O_RDWR);
   if (null >= 0) {
@@ -186,8 +194,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   if (!se) {
     // libfuse has said which ones above; name the options the user passed
     // on to it, not the ones sepfs adds.
-    std::string passed;
-    for (const auto& o : req.options.passthrough) passed += (passed.empty() ? "" : ",") + o;
+    const std::string passed = PassedOptions(req);
     std::fprintf(stderr,
                  "sepfs: cannot mount %s: FUSE refused an option among '%s', the ones sepfs"
                  " passed on to it (named above); 'sepfs mount --help' lists sepfs's own\n",
@@ -205,8 +212,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     // libfuse has said how above; say where to look.
     std::string why = "/dev/fuse cannot be opened: is the fuse module loaded?";
     if (::access("/dev/fuse", R_OK | W_OK) == 0) {
-      std::string passed;
-      for (const auto& o : req.options.passthrough) passed += (passed.empty() ? "" : ",") + o;
+      const std::string passed = PassedOptions(req);
       why = passed.empty() ? "the kernel refused the mount"
                            : "the kernel refused the mount or one of the options passed on "
                              "to it: '" + passed + "'";

@@ -50,8 +50,8 @@ class Job {
   };
 
   Status Check(uint64_t* victim_size);
-  // The bytes of the victim's records that pointers still name.
-  uint64_t SegmentLive() const;
+  // The victim as the vLog lists it now; false if it is not listed.
+  bool FindVictim(SegmentInfo* out) const;
   // Handles one intact record of the victim.
   Status OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data);
   // Relocates batch_ (steps 2a-2e) and empties it.
@@ -80,20 +80,20 @@ Status Job::Check(uint64_t* victim_size) {
     const int si = static_cast<int>(s);
     if (si < 0 || si >= kNumStreams) return Status::InvalidArgument(Name() + ": bad dest stream");
   }
-  for (const SegmentInfo& s : vlog_->Segments()) {
-    if (s.id != victim_) continue;
-    if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
-    *victim_size = s.size;
-    return Status::OK();
-  }
-  return Status::NotFound(Name() + ": no such segment");
+  SegmentInfo s;
+  if (!FindVictim(&s)) return Status::NotFound(Name() + ": no such segment");
+  if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
+  *victim_size = s.size;
+  return Status::OK();
 }
 
-uint64_t Job::SegmentLive() const {
+bool Job::FindVictim(SegmentInfo* out) const {
   for (const SegmentInfo& s : vlog_->Segments()) {
-    if (s.id == victim_) return s.live_bytes;
+    if (s.id != victim_) continue;
+    *out = s;
+    return true;
   }
-  return 0;
+  return false;
 }
 
 Status Job::OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data) {
@@ -192,14 +192,12 @@ void Job::Throttle(bool force) {
 Status Job::Run() {
   uint64_t victim_size = 0;
   SEPFS_RETURN_IF_ERROR(Check(&victim_size));
-  Status job_st, damage;
-  uint64_t damage_at = 0;
+  Status job_st, damage;  // damage names the segment and offset
   Status st = vlog_->ScanSegment(
       victim_, [&](const BlockPtr& ptr, const RecordHeader& h, std::string_view data,
                    const Status& rec_st) {
         if (!rec_st.ok()) {
           damage = rec_st;
-          damage_at = ptr.offset;
           return false;
         }
         job_st = OnRecord(ptr, h, data);
@@ -212,13 +210,13 @@ Status Job::Run() {
     // relocated, what the segment still counts live lies past it: kept. If
     // nothing does, the rest is garbage (bytes appended to a sealed file,
     // records of deleted files) and the segment goes as any other.
-    const uint64_t live = SegmentLive();
+    SegmentInfo now;
+    const uint64_t live = FindVictim(&now) ? now.live_bytes : 0;
     if (live > 0) {
       st = damage.WithContext(Name() + " aborted, segment kept: " + std::to_string(live) +
-                              " live bytes lie past the damaged record at offset " +
-                              std::to_string(damage_at));
+                              " live bytes lie past the damaged record");
     } else {
-      Log(Name() + ": " + damage.ToString() + " at offset " + std::to_string(damage_at) +
+      Log(Name() + ": " + damage.ToString() +
           "; no live record lies past it, so the segment is collected");
       ++stats_->damaged_tails;
     }
