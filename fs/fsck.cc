@@ -449,6 +449,12 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
           s.id);
     }
   }
+  for (const auto& f : store->vlog()->ForeignSegments()) {
+    err(FsckKind::kSegmentForeign,
+        "segment " + std::to_string(f.id) + ": belongs to another store (" +
+            vlog::StoreIdHex(f.store_id) + "; this one is " + store->super().uuid + ")",
+        0, {}, f.id);
+  }
   if (!options.verify_data) return Status::OK();
   // The persisted counts (last checkpoint + journal entries since) must
   // equal the bytes every block pointer names, clean or not: entries commit

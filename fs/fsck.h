@@ -7,7 +7,8 @@
 // type inside a directory; every linked inode is reachable from the root;
 // link counts (files: entries naming them; directories: 2 + subdirectories);
 // xattrs and symlink targets belong to existing inodes; the inode-number
-// counter is above every inode; no segment has a damaged header; and, after
+// counter is above every inode; no segment has a damaged header or belongs
+// to another store (vlog::ValueLog::ForeignSegments); and, after
 // a clean unmount, the persisted per-segment live counters equal a recount;
 // and that the superblock's copy (fs/superblock_copy.h) matches the record.
 // Corruption reported by LevelDB while scanning is a finding too (the scan
@@ -59,6 +60,7 @@ enum class FsckKind {
   kSymlinkMissing,       // ino: symlink inode without a target
   kSymlinkSize,          // ino; value: the target's length
   kSegmentDamaged,       // value: segment id (bad header)
+  kSegmentForeign,       // value: segment id (its header names another store)
   kSegmentCounters,      // persisted live counters differ from the recount
   kSuperblockCopy,       // STORE/superblock missing, damaged or out of date (a
                          // note: a store opened for writing rewrites it)

@@ -74,12 +74,18 @@ std::string TypeName(uint32_t mode) {
   }
 }
 
+// Repair opens a store holding other stores' segments, to move them out.
+StoreOptions ForRepair(StoreOptions o) {
+  o.allow_foreign_segments = true;
+  return o;
+}
+
 class Repairer {
  public:
   Repairer(std::string dir, const StoreOptions& options, const RepairOptions& repair_options,
            RepairReport* rep, const FsckProgress& progress)
       : dir_(std::move(dir)),
-        options_(options),
+        options_(ForRepair(options)),
         repair_options_(repair_options),
         env_(options.env ? options.env : Env::Default()),
         rep_(rep),
@@ -134,6 +140,9 @@ class Repairer {
   Status FixPointers(uint64_t ino, const std::map<uint64_t, std::string>& drop,
                      uint64_t min_size, uint64_t* dropped, uint64_t* old_blocks,
                      uint64_t* new_blocks, uint64_t* old_size);
+  // Moves foreign segment `id` to ForeignSegmentDir, under a name no file
+  // there has yet.
+  Status MoveForeignSegment(uint32_t id);
   Status LostFound(uint64_t* ino);
   Status MoveToLostFound(uint64_t ino, uint64_t links_seen, const std::string& break_key);
   Status RewriteCounters(bool asked);
@@ -799,6 +808,17 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   SEPFS_RETURN_IF_ERROR(Commit(true));
   SEPFS_RETURN_IF_ERROR(meta_->Sync());
 
+  // Other stores' segments: their records are no data of this store, and
+  // the pointers into them (reported as into a missing segment) are dropped
+  // above.
+  for (const auto& f : r.findings) {
+    if (f.kind != FsckKind::kSegmentForeign) continue;
+    Status st = MoveForeignSegment(static_cast<uint32_t>(f.value));
+    if (!st.ok() && progress_) {
+      progress_("cannot move foreign segment " + std::to_string(f.value) + ": " + st.ToString());
+    }
+  }
+
   // Damaged segment headers (after a verified check, the pointers that
   // remain are exactly those counted live, their records verified one by
   // one): a segment that still holds live records gets a new header, one
@@ -822,6 +842,24 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
     SEPFS_RETURN_IF_ERROR(store_->vlog()->Sync());
   }
   *changed = rep_->changes.size() != before;
+  return Status::OK();
+}
+
+Status Repairer::MoveForeignSegment(uint32_t id) {
+  vlog::StoreId owner{};
+  for (const auto& f : store_->vlog()->ForeignSegments()) {
+    if (f.id == id) owner = f.store_id;
+  }
+  const std::string dir = ForeignSegmentDir(store_->io_dir());
+  Status st = env_->CreateDir(dir);
+  if (!st.ok() && st.err() != EEXIST) return st;
+  const std::string name = vlog::SegmentFileName(id);
+  std::string to = dir + "/" + name;
+  for (int n = 1; env_->Exists(to).ok(); ++n) to = dir + "/" + name + "." + std::to_string(n);
+  SEPFS_RETURN_IF_ERROR(store_->vlog()->MoveForeignSegment(id, to));
+  Change("moved segment " + std::to_string(id) + " of store " + vlog::StoreIdHex(owner) +
+         " to " + ForeignSegmentDir(dir_) + to.substr(dir.size()) +
+         " (another store's segment; its records are not this store's data)");
   return Status::OK();
 }
 

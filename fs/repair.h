@@ -24,6 +24,9 @@
 //   symlink size wrong     set it to the target's length
 //   inode counter too low  raise it above every inode
 //   damaged segment header delete the segment once no pointer names it
+//   segment of another store (its header names another store id)
+//                          move its file to ForeignSegmentDir (the
+//                          pointers into it go as into a missing segment)
 //   persisted segment live counters (clean store) rewrite from a recount
 //   LevelDB corruption     leveldb::RepairDB on STORE/meta, then all above
 //   superblock record lost or undecodable   written from STORE/superblock,

@@ -96,16 +96,19 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
 
 }  // namespace
 
+vlog::StoreId StoreIdOf(const kv::Superblock& sb) {
+  vlog::StoreId id{};
+  vlog::ParseStoreIdHex(sb.uuid, &id);
+  return id;
+}
+
+std::string ForeignSegmentDir(const std::string& store) { return store + "/foreign-segments"; }
+
 std::string NewStoreUuid() {
   std::random_device rd;
-  std::string out;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    unsigned v = rd() & 0xff;
-    out += hex[v >> 4];
-    out += hex[v & 15];
-  }
-  return out;
+  vlog::StoreId id;
+  for (uint8_t& b : id) b = static_cast<uint8_t>(rd());
+  return vlog::StoreIdHex(id);
 }
 
 namespace {
@@ -277,7 +280,9 @@ Status Store::OpenParts(const StoreOptions& options) {
   // Binaries of an older format would take a recycled segment's header for
   // damage, so their stores never get one.
   vo.version2_headers = super_.version >= kv::kMetaFormatRecycledSegments;
+  vo.store_id = StoreIdOf(super_);
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
+  if (!options.allow_foreign_segments) SEPFS_RETURN_IF_ERROR(RefuseForeignSegments());
   if (!vo.version2_headers && !options.read_only && HoldsRecycledSegments()) {
     // Written by the binaries of 2026-11-24, which recycled files in stores
     // of format 3: such a store is of format 4 already, so say so (and let
@@ -292,6 +297,23 @@ Status Store::OpenParts(const StoreOptions& options) {
 
 Store::DirFd::~DirFd() {
   if (fd >= 0) ::close(fd);
+}
+
+Status Store::RefuseForeignSegments() const {
+  const std::vector<vlog::ForeignSegment> foreign = vlog_->ForeignSegments();
+  if (foreign.empty()) return Status::OK();
+  const vlog::ForeignSegment& f = foreign.front();
+  const bool one = foreign.size() == 1;
+  const std::string file = vlog::SegmentFileName(f.id);
+  const std::string of = "store " + vlog::StoreIdHex(f.store_id) + "; this store is " + super_.uuid;
+  return Status::Corruption(
+      (one ? VlogDir(dir_) + "/" + file + " belongs to another sepfs store (" + of +
+                 "), so its records are not this store's data: move it"
+           : std::to_string(foreign.size()) + " files in " + VlogDir(dir_) +
+                 " belong to other sepfs stores (the first: " + file + ", of " + of +
+                 "), so their records are not this store's data: move them") +
+      " out of " + VlogDir(dir_) + ", or run sepfs fsck --repair " + dir_ + ", which moves " +
+      (one ? "it" : "them") + " to " + ForeignSegmentDir(dir_));
 }
 
 bool Store::HoldsRecycledSegments() const {

@@ -4,6 +4,8 @@
 //   meta/  the metadata LSM (LevelDB)
 //   vlog/  value-log segments
 //   superblock  a copy of the superblock record (fs/superblock_copy.h)
+//   foreign-segments/  segment files of other stores found in vlog/, moved
+//          there by fsck --repair (only if there were any)
 // Everything is created owner-only (0700 / 0600) whatever the umask.
 #pragma once
 
@@ -59,6 +61,10 @@ struct StoreOptions {
   // while open stays the one used, and whatever takes its old path is never
   // touched (the mount sets it; messages still name the path given).
   bool pin_directory = false;
+  // Open a store whose vlog/ holds segments of another store
+  // (vlog::ValueLog::ForeignSegments), for fsck to report them and repair
+  // to move them out. Otherwise Open refuses it (Corruption naming them).
+  bool allow_foreign_segments = false;
 };
 
 constexpr double kCommandLockWait = 60;
@@ -95,6 +101,8 @@ class Store {
   // Open's steps once the store is locked and its directory pinned: the
   // metadata, the superblock (and its copy), the vLog.
   Status OpenParts(const StoreOptions& options);
+  // Corruption naming the vLog's foreign segments, if it has any.
+  Status RefuseForeignSegments() const;
   // Some segment file has a recycled (version 2) header.
   bool HoldsRecycledSegments() const;
   // Writes the superblock with format `version`, durably, and logs it.
@@ -126,6 +134,11 @@ std::string VlogDir(const std::string& store);
 std::string LockPath(const std::string& store);
 // 16 random bytes in hex: the uuid of a new store.
 std::string NewStoreUuid();
+// The id a store's uuid gives its segments (vlog::Options::store_id);
+// unknown if the uuid is not 16 bytes in hex.
+vlog::StoreId StoreIdOf(const kv::Superblock& sb);
+// Where repair puts segments of other stores found in vlog/.
+std::string ForeignSegmentDir(const std::string& store);
 // True when dir looks like a store (has meta/CURRENT).
 bool LooksLikeStore(Env* env, const std::string& dir);
 // True when dir has no meta/CURRENT but a meta/ and a superblock copy or a

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <map>
 #include <unordered_map>
 
 #include "fs/clock.h"
@@ -69,6 +70,7 @@ Status SuperblockEvidence::ScanMetadata(kv::MetaStore* meta) {
 Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) {
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env->ListDir(VlogDir(store), &names));
+  std::map<vlog::StoreId, uint64_t> ids;
   for (const std::string& name : names) {
     uint32_t id = 0;
     const bool segment = vlog::ParseSegmentFileName(name, &id);
@@ -81,6 +83,19 @@ Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) 
     }
     segment_files_ += segment;
     longest_file_ = std::max(longest_file_, size);
+    char raw[vlog::kSegmentHeaderSize];
+    size_t got = 0;
+    vlog::SegmentHeader h;
+    if (segment && f->Read(0, sizeof(raw), raw, &got).ok() && got == sizeof(raw) &&
+        vlog::DecodeSegmentHeader(raw, &h).ok() && vlog::KnownStoreId(h.store_id)) {
+      ids[h.store_id]++;
+    }
+  }
+  for (const auto& [id, n] : ids) {
+    if (n > store_id_segments_) {
+      store_id_ = id;
+      store_id_segments_ = n;
+    }
   }
   return Status::OK();
 }
@@ -129,7 +144,7 @@ Status SuperblockEvidence::Guess(kv::Superblock* sb, std::string* how) const {
   }
   out.capacity = 0;
   out.created = Now().sec;
-  out.uuid = NewStoreUuid();
+  out.uuid = store_id_segments_ > 0 ? vlog::StoreIdHex(store_id_) : NewStoreUuid();
 
   *how = "block size " + Size(out.block_size) + " (the " + std::to_string(values_) +
          " block values and " + std::to_string(last_blocks_.size()) +
@@ -138,7 +153,12 @@ Status SuperblockEvidence::Guess(kv::Superblock* sb, std::string* how) const {
          (last_blocks_.empty() ? "; no file tells block sizes apart: the default or more" : "") +
          "), segment size " + Size(out.segment_size) + " (the default or the longest segment), " +
          "inline limit " + std::to_string(out.inline_max) + " bytes, no capacity limit " +
-         "(a limit the store had is not recorded anywhere else), format " +
+         "(a limit the store had is not recorded anywhere else), " +
+         (store_id_segments_ > 0
+              ? "uuid " + out.uuid + " (what " + std::to_string(store_id_segments_) +
+                    " segment headers name)"
+              : std::string("a new uuid (no segment header names one)")) +
+         ", format " +
          std::to_string(out.version);
   *sb = out;
   return Status::OK();
@@ -156,6 +176,12 @@ Status SuperblockEvidence::Check(const kv::Superblock& copy) const {
   if (v > fewest) {
     return Status::InvalidArgument("with its block size " + Size(copy.block_size) + ", " +
                                    std::to_string(v) + " files would have blocks past their end");
+  }
+  if (store_id_segments_ > 0 && StoreIdOf(copy) != store_id_) {
+    return Status::InvalidArgument("its uuid " + copy.uuid + " is not the store id " +
+                                   vlog::StoreIdHex(store_id_) + " that " +
+                                   std::to_string(store_id_segments_) +
+                                   " segment headers name");
   }
   return Status::OK();
 }

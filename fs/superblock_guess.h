@@ -16,7 +16,8 @@
 // power of two above the longest segment file or record end if that is
 // more; inline limit the default for the block size, or the longest inline
 // value if that is more (and valid); no capacity limit (a limit the store
-// had is recorded nowhere else); the creation time now, a new uuid, and
+// had is recorded nowhere else); the creation time now, the store id most
+// segment headers carry as the uuid (a new one if none carries one), and
 // this binary's format, which reads every older store (older binaries then
 // refuse it).
 #pragma once
@@ -29,6 +30,7 @@
 #include "kvstore/meta_store.h"
 #include "kvstore/records.h"
 #include "vlog/env.h"
+#include "vlog/format.h"
 
 namespace sepfs::fs {
 
@@ -46,7 +48,9 @@ class SuperblockEvidence {
   Status Guess(kv::Superblock* sb, std::string* how) const;
 
   // OK when copy's block size is one the records allow with no more
-  // violations than the best guess; otherwise InvalidArgument saying why.
+  // violations than the best guess, and its uuid is the store id most
+  // segment headers carry (if any does); otherwise InvalidArgument saying
+  // why.
   Status Check(const kv::Superblock& copy) const;
 
  private:
@@ -62,6 +66,9 @@ class SuperblockEvidence {
   uint64_t furthest_end_ = 0;    // end of the furthest record in its segment
   uint64_t longest_file_ = 0;    // of the segment files
   uint64_t segment_files_ = 0;
+  // The store id most segment headers carry (unknown if none), and how many.
+  vlog::StoreId store_id_{};
+  uint64_t store_id_segments_ = 0;
   uint64_t values_ = 0;
   bool root_ = false;
   // Regular files with a block past block 0: (last block number, size).

@@ -10,6 +10,7 @@ namespace sepfs::vlog {
 namespace {
 
 constexpr size_t kSegmentChecksumOffset = 56;
+constexpr size_t kStoreIdOffset = 32;
 constexpr size_t kRecordChecksumOffset = 40;
 
 void Put8(char* p, uint8_t v) { p[0] = static_cast<char>(v); }
@@ -55,6 +56,7 @@ void EncodeSegmentHeader(const SegmentHeader& h, char* dst) {
   Put32(dst + 8, h.segment_id);
   Put64(dst + 16, h.create_time);
   Put64(dst + 24, h.base_seq);
+  std::memcpy(dst + kStoreIdOffset, h.store_id.data(), kStoreIdSize);
   Put64(dst + kSegmentChecksumOffset, XXH3_64bits(dst, kSegmentChecksumOffset));
 }
 
@@ -95,7 +97,36 @@ Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
   h->segment_id = Get32(src + 8);
   h->create_time = Get64(src + 16);
   h->base_seq = base_seq;
+  std::memcpy(h->store_id.data(), src + kStoreIdOffset, kStoreIdSize);
   return Status::OK();
+}
+
+std::string StoreIdHex(const StoreId& id) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : id) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+bool ParseStoreIdHex(std::string_view hex, StoreId* id) {
+  if (hex.size() != 2 * kStoreIdSize) return false;
+  auto digit = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  StoreId out;
+  for (size_t i = 0; i < kStoreIdSize; ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  *id = out;
+  return true;
 }
 
 uint64_t EncodeRecordHeader(RecordHeader* h, std::string_view data, char* dst) {

@@ -18,7 +18,10 @@
 //    16    8 create_time  seconds since the epoch
 //    24    8 base_seq     version 2 only (else 0): the file is recycled,
 //                         records with a lower seq are an earlier life's
-//    32   24 reserved     0
+//    32   16 store_id     the store the segment belongs to (Options::store_id);
+//                         zeros: unknown (written before store ids, or by a
+//                         log opened without one)
+//    48    8 reserved     0
 //    56    8 checksum     XXH3-64 of bytes [0, 56)
 //
 // Record (kRecordHeaderSize = 48 bytes of header, then data_len bytes):
@@ -41,6 +44,7 @@
 // See docs/vlog-format.md for the prose specification.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -88,6 +92,17 @@ const char* StreamName(Stream s);
 // ordered with the stream's other segments.
 constexpr uint8_t kSegmentRewritten = 1;
 
+// The id of the store a segment belongs to (random, made by mkfs); all
+// zeros means unknown. A segment of another store is never taken for this
+// one's: its records may carry the same inode, block and seq numbers.
+constexpr size_t kStoreIdSize = 16;
+using StoreId = std::array<uint8_t, kStoreIdSize>;
+inline bool KnownStoreId(const StoreId& id) { return id != StoreId{}; }
+// Lowercase hex, as in the superblock's uuid.
+std::string StoreIdHex(const StoreId& id);
+// Parses 2 x kStoreIdSize hex digits; false (and *id unchanged) otherwise.
+bool ParseStoreIdHex(std::string_view hex, StoreId* id);
+
 struct SegmentHeader {
   uint8_t stream = 0;
   uint8_t flags = 0;
@@ -97,6 +112,7 @@ struct SegmentHeader {
   // lower seqs) may follow this life's; the first such record ends the
   // segment. Encoded with kRecycledSegmentVersion.
   uint64_t base_seq = 0;
+  StoreId store_id{};  // zeros: unknown
 };
 
 struct RecordHeader {

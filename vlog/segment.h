@@ -25,6 +25,7 @@ struct Segment {
   // reads still verify each record on its own.
   Status damage;
   uint64_t create_time = 0;    // from the header
+  StoreId store_id{};          // from the header (zeros: unknown)
   bool rewritten = false;      // header flag kSegmentRewritten
   // From the header: nonzero if the file was recycled (format.h); records
   // with a lower seq are an earlier life's and end the segment.

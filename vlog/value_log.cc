@@ -62,11 +62,13 @@ void SubtractLive(Segment& seg, uint64_t n) {
   }
 }
 
-// Encodes into raw (kSegmentHeaderSize bytes) the header of segment `id`,
-// created now (base_seq: format.h); *create_time gets the time it names.
-void MakeSegmentHeader(uint32_t id, Stream stream, uint8_t flags, uint64_t base_seq,
-                       uint64_t* create_time, char* raw) {
+// Encodes into raw (kSegmentHeaderSize bytes) the header of segment `id` of
+// store `store`, created now (base_seq: format.h); *create_time gets the
+// time it names.
+void MakeSegmentHeader(const StoreId& store, uint32_t id, Stream stream, uint8_t flags,
+                       uint64_t base_seq, uint64_t* create_time, char* raw) {
   SegmentHeader h;
+  h.store_id = store;
   h.stream = static_cast<uint8_t>(stream);
   h.flags = flags;
   h.segment_id = id;
@@ -136,6 +138,8 @@ class ValueLog::Impl {
   Status CutTornTailAt(uint32_t id, uint64_t offset, bool since_checkpoint);
   Status DeleteSegment(uint32_t id);
   Status RewriteHeader(uint32_t id);
+  std::vector<ForeignSegment> ForeignSegments() const;
+  Status MoveForeignSegment(uint32_t id, const std::string& to);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
   void EnsureSeqAbove(uint64_t seq);
@@ -179,6 +183,11 @@ class ValueLog::Impl {
   std::shared_ptr<Segment> Find(uint32_t id) const;
   std::vector<std::shared_ptr<Segment>> Snapshot() const;
   Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out);
+  // seg's header names a store, and not this log's (Options::store_id).
+  bool Foreign(const Segment& seg) const {
+    return KnownStoreId(opt_.store_id) && KnownStoreId(seg.store_id) &&
+           seg.store_id != opt_.store_id;
+  }
   Status LearnMaxSeq();
   // Truncates seg at offset, where a record torn by a crash starts.
   Status CutTornTail(Segment& seg, uint64_t offset);
@@ -252,6 +261,7 @@ class ValueLog::Impl {
     uint64_t bytes;  // its length
   };
   std::vector<FreeFile> free_files_;
+  std::map<uint32_t, ForeignSegment> foreign_;  // guarded by segs_mu_
 
   // Buffers for direct reads: kDirectBuffers at most, whatever the number
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
@@ -301,6 +311,12 @@ Status ValueLog::Impl::Load() {
       continue;
     }
     SEPFS_RETURN_IF_ERROR(st);
+    if (seg != nullptr && Foreign(*seg)) {
+      Log(SegName(id) + " (" + PathOf(id) + ") belongs to store " + StoreIdHex(seg->store_id) +
+          ", not to this one (" + StoreIdHex(opt_.store_id) + "): left alone, never read");
+      foreign_[id] = ForeignSegment{id, seg->store_id, seg->size.load()};
+      continue;
+    }
     if (seg != nullptr) segs_[id] = std::move(seg);
   }
   for (auto& s : streams_) s.buf.reserve(opt_.append_buffer_size + File::kDirectAlign);
@@ -347,6 +363,11 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
   if (st.ok() && got < kSegmentHeaderSize) st = Status::Corruption("short segment header");
   SegmentHeader h;
   if (st.ok()) st = DecodeSegmentHeader(raw, &h);
+  // Whose it is counts first: another store's segment under another id is
+  // still another store's, not a damaged one of this store (Load sets it
+  // aside).
+  if (st.ok()) seg->store_id = h.store_id;
+  if (st.ok() && Foreign(*seg)) return Status::OK();
   if (st.ok() && h.segment_id != id) {
     st = Status::Corruption("header names segment " + std::to_string(h.segment_id));
   }
@@ -442,7 +463,7 @@ Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* ou
   if (!recycled) {
     SEPFS_RETURN_IF_ERROR(env_->OpenFile(path, OpenMode::kCreateExclusive, &seg->file));
     dir_dirty_ = true;
-    MakeSegmentHeader(id, stream, 0, 0, &seg->create_time, raw);
+    MakeSegmentHeader(opt_.store_id, id, stream, 0, 0, &seg->create_time, raw);
   }
   // The header starts the stream's buffer: the bytes of the block the next
   // flush starts in (nothing pending, also if the write below fails). A
@@ -486,7 +507,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
   // Every seq handed out so far is lower, those of the file's earlier lives
   // included; every record appended to this segment gets a higher one.
   *base_seq = next_seq_.load();
-  MakeSegmentHeader(id, stream, 0, *base_seq, create_time, raw);
+  MakeSegmentHeader(opt_.store_id, id, stream, 0, *base_seq, create_time, raw);
   // The file's rename away from its old segment's name is durable before
   // the header changes (else a crash could bring that name back with this
   // header), and the header is durable before the file takes the new
@@ -1212,7 +1233,8 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
     }
     char raw[kSegmentHeaderSize];
     uint64_t create_time;
-    MakeSegmentHeader(id, Stream::kCold, kSegmentRewritten, base_seq, &create_time, raw);
+    MakeSegmentHeader(opt_.store_id, id, Stream::kCold, kSegmentRewritten, base_seq,
+                      &create_time, raw);
     SEPFS_RETURN_IF_ERROR(rw->Write(0, std::string_view(raw, sizeof(raw))));
     SEPFS_RETURN_IF_ERROR(rw->Sync());
   }
@@ -1233,6 +1255,23 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   Log(SegName(id) + ": rewrote its damaged header (stream cold" +
       (base_seq != 0 ? ", records from seq " + std::to_string(base_seq) : "") + ")");
   return Status::OK();
+}
+
+std::vector<ForeignSegment> ValueLog::Impl::ForeignSegments() const {
+  std::shared_lock lk(segs_mu_);
+  std::vector<ForeignSegment> out;
+  for (const auto& [id, f] : foreign_) out.push_back(f);
+  return out;
+}
+
+Status ValueLog::Impl::MoveForeignSegment(uint32_t id, const std::string& to) {
+  std::unique_lock lk(segs_mu_);
+  if (foreign_.count(id) == 0) return Status::NotFound(SegName(id) + ": not a foreign segment");
+  SEPFS_RETURN_IF_ERROR(env_->RenameFile(PathOf(id), to));
+  foreign_.erase(id);
+  const size_t slash = to.rfind('/');
+  if (slash != std::string::npos) SEPFS_RETURN_IF_ERROR(env_->SyncDir(to.substr(0, slash)));
+  return env_->SyncDir(dir_);
 }
 
 Status ValueLog::Impl::SealStream(Stream stream) {
@@ -1329,6 +1368,12 @@ uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 void ValueLog::ReserveSegmentIds(uint32_t max_used) { impl_->ReserveSegmentIds(max_used); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
 Status ValueLog::RewriteHeader(uint32_t id) { return impl_->RewriteHeader(id); }
+std::vector<ForeignSegment> ValueLog::ForeignSegments() const {
+  return impl_->ForeignSegments();
+}
+Status ValueLog::MoveForeignSegment(uint32_t id, const std::string& to) {
+  return impl_->MoveForeignSegment(id, to);
+}
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }
 void ValueLog::EnsureSeqAbove(uint64_t seq) { impl_->EnsureSeqAbove(seq); }

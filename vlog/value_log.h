@@ -91,6 +91,18 @@ struct Options {
   // recycled whatever recycle_segments says, and RewriteHeader writes
   // version 1.
   bool version2_headers = true;
+  // The store the log belongs to: written into every segment header this
+  // log writes, and checked in every header Open reads (format.h). A
+  // segment whose header names another store is foreign (see Open).
+  // Unknown (zeros): nothing is written or checked.
+  StoreId store_id{};
+};
+
+// A segment file Open found that belongs to another store.
+struct ForeignSegment {
+  uint32_t id = 0;
+  StoreId store_id{};  // the store its header names
+  uint64_t size = 0;   // of the file
 };
 
 struct SegmentInfo {
@@ -195,7 +207,11 @@ class ValueLog {
   // RewriteHeader). A file shorter than a header (a crash while creating
   // it) is removed, or with options.read_only left in place and skipped;
   // likewise a torn last record of a stream's newest segment is cut off
-  // (CutTornTail), or with read_only left in place.
+  // (CutTornTail), or with read_only left in place. A segment whose header
+  // names a store other than options.store_id (both known) is foreign: it
+  // is left alone and not opened as a segment (its records are never read,
+  // scanned or collected, its id never handed out), only listed by
+  // ForeignSegments(); a pointer into it reads as a missing segment.
   // Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);
@@ -364,6 +380,14 @@ class ValueLog {
   // the header is fine.
   // Errors: NotFound, EBUSY for an open segment, I/O errors.
   Status RewriteHeader(uint32_t id);
+
+  // The foreign segments Open found (see Open), by id.
+  std::vector<ForeignSegment> ForeignSegments() const;
+  // Renames foreign segment `id`'s file to `to` (outside the segment
+  // directory, on the same file system), durably (both directories are
+  // synced), and forgets it. Errors: NotFound for an id that is not a
+  // foreign segment, I/O errors (then nothing changed).
+  Status MoveForeignSegment(uint32_t id, const std::string& to);
 
   // Writes out the append buffer of `stream` and closes its open segment
   // (it becomes sealed and collectable); the next Append to the stream

@@ -147,11 +147,11 @@ class FsTest : public ::testing::Test {
     ASSERT_OK(s->meta()->Write(&b, /*sync=*/true));
   }
 
-  // Runs Fsck on the closed store.
-  void RunFsck(FsckReport* rep) {
+  // Runs Fsck on the closed store, opened with so.
+  void RunFsck(FsckReport* rep, const StoreOptions& so = {}) {
     ASSERT_FALSE(fs_) << "close the Filesystem first";
     std::unique_ptr<Store> store;
-    ASSERT_OK(Store::Open(store_dir_, StoreOptions{}, &store));
+    ASSERT_OK(Store::Open(store_dir_, so, &store));
     ASSERT_OK(Fsck(store.get(), rep, nullptr));
   }
 

@@ -1006,7 +1006,9 @@ TEST_F(RepairTest, SalvagePassesOverADamagedRecordAndKeepsSurvivingPointers) {
 TEST_F(RepairTest, SuperblockCopyFromAnotherStoreIsRefused) {
   const std::string data = Payload(40, 5 * block_size() + 300);
   const uint64_t f = CreateFileAndClose("f", data);
-  for (uint32_t other_bs : {4096u, 1u << 20}) {
+  // The block size tells the first two apart from this store; the store id
+  // in the segment headers tells the third.
+  for (uint32_t other_bs : {4096u, 1u << 20, block_size()}) {
     const std::string other = store_dir_ + "-other" + std::to_string(other_bs);
     MkfsOptions mo;
     mo.block_size = other_bs;
@@ -1024,6 +1026,71 @@ TEST_F(RepairTest, SuperblockCopyFromAnotherStoreIsRefused) {
     EXPECT_TRUE(ReadAll(f) == data) << other_bs;
     CloseFs();
   }
+}
+
+// A store's segment files copied into another store: same inode numbers,
+// block numbers and seqs (both stores did the same steps), so every check
+// of a record passed and the other store's bytes were served (a helper's
+// probe). Each header names its store: the store is refused until repair
+// moves the file out, and the blocks it stood for read as holes, never as
+// the other store's data.
+TEST_F(RepairTest, AnotherStoresSegmentIsRefusedThenMovedOutNeverServed) {
+  const uint32_t bs = block_size();
+  const std::string mine = Payload(50, 3 * bs);
+  const uint64_t f = CreateFileAndClose("f", mine);
+  const uint32_t seg = Pointer(f, 0).segment;
+  const std::string other = store_dir_ + "-other";
+  MkfsOptions mo;
+  mo.block_size = bs;
+  mo.segment_size = 4ull << 20;
+  ASSERT_OK(Mkfs(other, mo));
+  ASSERT_OK(Filesystem::Open(other, fs_options(), &fs_));
+  const uint64_t theirs_ino = Create(kRoot, "f");
+  ASSERT_EQ(theirs_ino, f);
+  WriteFile(theirs_ino, Payload(51, 3 * bs));
+  CloseFs();
+  const std::string theirs_seg = VlogDir(other) + "/" + vlog::SegmentFileName(seg);
+  ASSERT_TRUE(std::filesystem::exists(theirs_seg));
+  // One planted under a new id, one in place of this store's own segment.
+  const uint32_t planted = seg + 20;
+  std::filesystem::copy_file(theirs_seg, SegmentPath(planted));
+  std::filesystem::copy_file(theirs_seg, SegmentPath(seg),
+                             std::filesystem::copy_options::overwrite_existing);
+
+  std::unique_ptr<Filesystem> refused;
+  Status st = Filesystem::Open(store_dir_, fs_options(), &refused);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  for (const std::string& part :
+       {"2 files in " + VlogDir(store_dir_), std::string("belong to other sepfs stores"),
+        vlog::SegmentFileName(seg), std::string("sepfs fsck --repair ") + store_dir_,
+        ForeignSegmentDir(store_dir_)}) {
+    EXPECT_NE(st.ToString().find(part), std::string::npos) << part << " in " << st.ToString();
+  }
+  StoreOptions so;
+  so.allow_foreign_segments = true;
+  FsckReport check;
+  RunFsck(&check, so);
+  int foreign = 0;
+  for (const auto& finding : check.findings) foreign += finding.kind == FsckKind::kSegmentForeign;
+  EXPECT_EQ(foreign, 2);
+
+  RepairReport rep;
+  RepairClean(&rep);
+  const std::string changes = Changes(rep);
+  for (uint32_t id : {seg, planted}) {
+    EXPECT_NE(changes.find("moved segment " + std::to_string(id) + " of store "),
+              std::string::npos)
+        << changes;
+    EXPECT_TRUE(std::filesystem::exists(ForeignSegmentDir(store_dir_) + "/" +
+                                        vlog::SegmentFileName(id)))
+        << id;
+  }
+  EXPECT_FALSE(std::filesystem::exists(SegmentPath(planted)));
+  EXPECT_NE(changes.find("segment " + std::to_string(seg) + " missing"), std::string::npos)
+      << changes;
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_EQ(Attr(f).size, mine.size());
+  EXPECT_TRUE(ReadAll(f) == std::string(mine.size(), '\0'));  // holes, not their bytes
 }
 
 // A sparse file's blocks and a file of one short block fit block sizes of
@@ -1062,6 +1129,7 @@ TEST_F(RepairTest, GuessedBlockSizePrefersTheDefaultForSparseFiles) {
 TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
   const std::string data = Payload(43, 2 * block_size() + 7000);
   const uint64_t f = CreateFileAndClose("f", data);
+  const std::string uuid = OpenStore()->super().uuid;  // the segments name it
   Damage([](kv::MetaStore*, kv::Batch* b) {
     b->Delete(kv::SuperKey());
     b->Delete(kv::InodeKey(1));
@@ -1071,6 +1139,7 @@ TEST_F(RepairTest, LostRootAndSuperblockAreRebuiltFromTheSegments) {
   RepairClean(&rep);
   EXPECT_NE(Changes(rep).find("rebuilt it from the store's records"), std::string::npos)
       << Changes(rep);
+  EXPECT_NE(Changes(rep).find("uuid " + uuid + " (what "), std::string::npos) << Changes(rep);
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   EXPECT_EQ(InoOf(kRoot, "f"), f);
   EXPECT_TRUE(ReadAll(f) == data);

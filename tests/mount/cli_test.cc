@@ -514,6 +514,48 @@ TEST_F(UnmountedTest, FsckExitCodes) {
   EXPECT_EQ(r.exit_code, 8) << r.Describe();
 }
 
+// A segment file of another store in vlog/ (a backup restored into the
+// wrong store, say): the mount is refused with what to do, fsck reports it,
+// fsck --repair moves it out, and the store's own data is intact.
+TEST_F(UnmountedTest, SegmentOfAnotherStoreRefusesTheMountUntilRepair) {
+  const std::string mine = RandomBytes(kMiB + 5, 61);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), mine));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  const std::string home = store();
+  const std::string other = root() + "/other-store";
+  set_store(other);
+  ASSERT_NO_FATAL_FAILURE(Mkfs());
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), RandomBytes(kMiB + 5, 62)));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  set_store(home);
+  const std::string planted = home + "/vlog/seg-00000099.vlog";
+  ASSERT_TRUE(std::filesystem::copy_file(other + "/vlog/seg-00000001.vlog", planted));
+
+  int exit_code = 0;
+  std::string log;
+  EXPECT_FALSE(TryMount({}, &exit_code, &log));
+  EXPECT_NE(exit_code, 0) << log;
+  EXPECT_NE(exit_code, -1) << "must exit, not hang or crash\n" << log;
+  for (const std::string& part : {planted + " belongs to another sepfs store",
+                                  "sepfs fsck --repair " + home}) {
+    EXPECT_TRUE(Contains(log, part)) << part << "\n" << log;
+  }
+  EXPECT_FALSE(IsMountpoint(mnt()));
+
+  CmdResult r = FsckResult();
+  EXPECT_EQ(r.exit_code, 4) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segment 99: belongs to another store")) << r.Describe();
+  r = FsckResult({"--repair"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "moved segment 99 of store ")) << r.Describe();
+  EXPECT_TRUE(std::filesystem::exists(home + "/foreign-segments/seg-00000099.vlog"));
+  EXPECT_FALSE(std::filesystem::exists(planted));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(ReadFile(P("f")) == mine);
+}
+
 // A store whose daemon died still has its mount attached (ENOTCONN) until
 // someone detaches it; stats and gc of the store's directory then open the
 // store itself, whose lock the dead daemon no longer holds.

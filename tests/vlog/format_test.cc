@@ -112,6 +112,45 @@ TEST(SegmentHeaderTest, RecycledFileHeaderCarriesItsBaseSeq) {
   EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
 }
 
+TEST(SegmentHeaderTest, StoreIdSitsInBytes32To47AndRoundTrips) {
+  SegmentHeader in = SampleSegmentHeader();
+  for (size_t i = 0; i < kStoreIdSize; ++i) in.store_id[i] = static_cast<uint8_t>(0xA0 + i);
+  char raw[kSegmentHeaderSize];
+  EncodeSegmentHeader(in, raw);
+  for (int i = 32; i < 48; ++i) EXPECT_EQ(static_cast<uint8_t>(raw[i]), 0xA0 + i - 32) << i;
+  for (int i = 48; i < 56; ++i) EXPECT_EQ(raw[i], 0) << i;
+  SegmentHeader h;
+  ASSERT_TRUE(DecodeSegmentHeader(raw, &h).ok());
+  EXPECT_EQ(h.store_id, in.store_id);
+  EXPECT_TRUE(KnownStoreId(h.store_id));
+  // The checksum covers it: another store's id cannot be patched in.
+  raw[40] ^= 1;
+  EXPECT_TRUE(DecodeSegmentHeader(raw, &h).IsCorruption());
+  // A header written before store ids decodes with the id unknown.
+  EncodeSegmentHeader(SampleSegmentHeader(), raw);
+  ASSERT_TRUE(DecodeSegmentHeader(raw, &h).ok());
+  EXPECT_FALSE(KnownStoreId(h.store_id));
+}
+
+TEST(SegmentHeaderTest, StoreIdHexRoundTripsAndRejectsOtherText) {
+  StoreId id;
+  for (size_t i = 0; i < kStoreIdSize; ++i) id[i] = static_cast<uint8_t>(i * 17);
+  const std::string hex = StoreIdHex(id);
+  EXPECT_EQ(hex, "00112233445566778899aabbccddeeff");
+  StoreId back{};
+  ASSERT_TRUE(ParseStoreIdHex(hex, &back));
+  EXPECT_EQ(back, id);
+  ASSERT_TRUE(ParseStoreIdHex("00112233445566778899AABBCCDDEEFF", &back));
+  EXPECT_EQ(back, id);
+  StoreId untouched{};
+  EXPECT_FALSE(ParseStoreIdHex("", &untouched));
+  EXPECT_FALSE(ParseStoreIdHex(hex.substr(1), &untouched));
+  EXPECT_FALSE(ParseStoreIdHex(hex + "0", &untouched));
+  EXPECT_FALSE(ParseStoreIdHex("0011223344556677889 aabbccddeeff", &untouched));
+  EXPECT_FALSE(ParseStoreIdHex("g0112233445566778899aabbccddeeff", &untouched));
+  EXPECT_FALSE(KnownStoreId(untouched));
+}
+
 TEST(SegmentHeaderTest, EveryStreamRoundTrips) {
   for (int k = 0; k < kNumStreams; k++) {
     SegmentHeader in = SampleSegmentHeader(), out;

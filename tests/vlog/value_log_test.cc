@@ -1007,6 +1007,119 @@ TEST_F(ValueLogTest, UnfinishedSegmentIsRemovedAtOpen) {
   }
 }
 
+StoreId TestStoreId(uint8_t fill) {
+  StoreId id;
+  id.fill(fill);
+  return id;
+}
+
+SegmentHeader HeaderOf(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char raw[kSegmentHeaderSize];
+  f.read(raw, sizeof(raw));
+  SegmentHeader h;
+  EXPECT_TRUE(DecodeSegmentHeader(raw, &h).ok()) << path;
+  return h;
+}
+
+// Every header the log writes names its store: new segments and rewritten
+// ones. Segments of no known store (written before store ids) open in a log
+// that has one, and a log without one opens every segment.
+TEST_F(ValueLogTest, HeadersNameTheStoreAndUnknownIdsAreAccepted) {
+  OpenLog();  // no store id: headers carry zeros
+  BlockPtr legacy;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 0, "legacy", &legacy).ok());
+  vlog_.reset();
+  EXPECT_FALSE(KnownStoreId(HeaderOf(dir_ + "/" + SegmentFileName(legacy.segment)).store_id));
+
+  options_.store_id = TestStoreId(0x11);
+  OpenLog();
+  EXPECT_TRUE(vlog_->ForeignSegments().empty());
+  std::string got(6, '\0');
+  ASSERT_TRUE(vlog_->Read(legacy, 1, 0, got.data()).ok());
+  BlockPtr stamped;
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 2, 0, std::string(5000, 's'), &stamped).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kCold).ok());
+  BlockPtr newer;
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 3, 0, "newer", &newer).ok());
+  vlog_.reset();
+  const std::string path = dir_ + "/" + SegmentFileName(stamped.segment);
+  EXPECT_EQ(HeaderOf(path).store_id, TestStoreId(0x11));
+
+  // A rewritten header keeps naming the store.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put(static_cast<char>(0x77));
+  }
+  OpenLog();
+  ASSERT_TRUE(SegmentMap()[stamped.segment].damaged);
+  ASSERT_TRUE(vlog_->RewriteHeader(stamped.segment).ok());
+  vlog_.reset();
+  EXPECT_EQ(HeaderOf(path).store_id, TestStoreId(0x11));
+
+  options_.store_id = StoreId{};  // a log of no known store opens them all
+  OpenLog();
+  EXPECT_TRUE(vlog_->ForeignSegments().empty());
+  EXPECT_EQ(SegmentMap().count(stamped.segment), 1u);
+}
+
+// A segment file of another store is never taken for this store's, even
+// when its records carry the same inode, block and seq numbers as this
+// store's pointers expect: not read, not scanned, not learned from, its id
+// not handed out again; repair can move it out.
+TEST_F(ValueLogTest, AnotherStoresSegmentIsLeftAloneAndCanBeMovedOut) {
+  const std::string other_dir = tmp_.path() + "/other";
+  Options other = options_;
+  other.store_id = TestStoreId(0xBB);
+  std::unique_ptr<ValueLog> theirs;
+  ASSERT_TRUE(ValueLog::Open(other, other_dir, &theirs).ok());
+  BlockPtr their_ptr;
+  for (uint64_t b = 0; b < 50; ++b) {  // seqs above any this log uses
+    ASSERT_TRUE(theirs->Append(Stream::kHot, 7, b, "theirs " + std::to_string(b), &their_ptr).ok());
+  }
+  const uint64_t their_last_seq = theirs->LastSeq();
+  theirs.reset();
+
+  options_.store_id = TestStoreId(0xAA);
+  OpenLog();
+  BlockPtr mine;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 7, 49, "mine", &mine).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  vlog_.reset();
+  const uint32_t planted = mine.segment + 10;
+  std::filesystem::copy_file(other_dir + "/" + SegmentFileName(their_ptr.segment),
+                             dir_ + "/" + SegmentFileName(planted));
+  OpenLog();
+  const auto foreign = vlog_->ForeignSegments();
+  ASSERT_EQ(foreign.size(), 1u);
+  EXPECT_EQ(foreign[0].id, planted);
+  EXPECT_EQ(foreign[0].store_id, TestStoreId(0xBB));
+  EXPECT_EQ(foreign[0].size, std::filesystem::file_size(dir_ + "/" + SegmentFileName(planted)));
+  EXPECT_EQ(SegmentMap().count(planted), 0u);
+  EXPECT_LT(vlog_->LastSeq(), their_last_seq);  // its records taught nothing
+  // A pointer into it (inode, block and seq all match its record) reads as
+  // a missing segment, never as their bytes.
+  BlockPtr into = their_ptr;
+  into.segment = planted;
+  std::string got(their_ptr.length, '\0');
+  Status st = vlog_->Read(into, 7, 49, got.data());
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_TRUE(vlog_->ScanSegment(planted, [](auto&&...) { return true; }).IsNotFound());
+  BlockPtr next;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 8, 0, "after", &next).ok());
+  EXPECT_GT(next.segment, planted);
+
+  const std::string aside = tmp_.path() + "/aside.vlog";
+  ASSERT_TRUE(vlog_->MoveForeignSegment(planted, aside).ok());
+  EXPECT_TRUE(std::filesystem::exists(aside));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + SegmentFileName(planted)));
+  EXPECT_TRUE(vlog_->ForeignSegments().empty());
+  EXPECT_TRUE(vlog_->MoveForeignSegment(planted, aside).IsNotFound());
+  EXPECT_TRUE(vlog_->MoveForeignSegment(mine.segment, aside).IsNotFound());
+  ASSERT_TRUE(vlog_->Read(mine, 7, 49, got.data()).ok());
+}
+
 // A damaged segment header does not make the records behind it unreadable
 // (each verifies on its own); RewriteHeader makes the segment whole again,
 // durably.
