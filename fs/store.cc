@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -92,6 +93,12 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+// dir lies on a file system mounted read-only (false if that cannot be told).
+bool OnReadOnlyFs(const std::string& dir) {
+  struct statvfs sv;
+  return ::statvfs(dir.c_str(), &sv) == 0 && (sv.f_flag & ST_RDONLY) != 0;
 }
 
 }  // namespace
@@ -221,6 +228,12 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
     }
     return Status::FromErrno(EINVAL, dir + ": not a sepfs store (no meta/CURRENT; run sepfs mkfs)");
   }
+  s->on_read_only_media_ = OnReadOnlyFs(dir);
+  if (s->on_read_only_media_ && !options.read_only) {
+    return Status::FromErrno(EROFS, dir + ": the store is on a read-only file system: mount it "
+                                          "with -o ro (sepfs fsck without --repair and sepfs "
+                                          "stats work too; nothing is written)");
+  }
   SEPFS_RETURN_IF_ERROR(LockStore(s->env_, dir, options.lock_wait_sec, &s->lock_));
   s->io_dir_ = dir;
   if (options.pin_directory) {
@@ -248,6 +261,7 @@ Status Store::OpenParts(const StoreOptions& options) {
   kv::MetaOptions mo;
   mo.block_cache_bytes = options.meta_cache_bytes;
   mo.env = options.leveldb_env;
+  mo.writes_in_memory = on_read_only_media_;
   SEPFS_RETURN_IF_ERROR(kv::MetaStore::Open(MetaDir(io_dir_), mo, &meta_));
   std::string raw;
   Status st = meta_->Get(kv::SuperKey(), &raw);
@@ -281,6 +295,7 @@ Status Store::OpenParts(const StoreOptions& options) {
   // damage, so their stores never get one.
   vo.version2_headers = super_.version >= kv::kMetaFormatRecycledSegments;
   vo.store_id = StoreIdOf(super_);
+  vo.dir_in_messages = VlogDir(dir_);
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
   if (!options.allow_foreign_segments) SEPFS_RETURN_IF_ERROR(RefuseForeignSegments());
   if (!vo.version2_headers && !options.read_only && HoldsRecycledSegments()) {

@@ -41,7 +41,9 @@ struct StoreOptions {
   size_t meta_cache_bytes = 64u << 20;   // LevelDB block cache
   size_t append_buffer_size = 1u << 20;  // per vLog stream
   // The vLog's Open changes nothing on disk (LevelDB's open still writes
-  // its own log and manifest).
+  // its own log and manifest, except on a file system mounted read-only,
+  // where it writes them to memory). A store on a read-only file system
+  // opens only with this set (EROFS otherwise).
   bool read_only = false;
   // vLog flushes and record reads bypass the page cache
   // (vlog::Options::direct_writes, direct_reads).
@@ -95,6 +97,9 @@ class Store {
   Env* env() const { return env_; }
   // Open wrote STORE/superblock: it was missing, damaged or out of date.
   bool superblock_copy_written() const { return superblock_copy_written_; }
+  // The store's file system is mounted read-only: it was opened read-only
+  // with LevelDB's writes kept in memory (kv::MetaOptions::writes_in_memory).
+  bool on_read_only_media() const { return on_read_only_media_; }
 
  private:
   Store() = default;
@@ -123,6 +128,7 @@ class Store {
   Env* env_ = nullptr;
   kv::Superblock super_;
   bool superblock_copy_written_ = false;
+  bool on_read_only_media_ = false;
   DirFd dir_fd_;                    // declared first: closed last
   std::unique_ptr<FileLock> lock_;  // released after the stores close
   std::unique_ptr<kv::MetaStore> meta_;

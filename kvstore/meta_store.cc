@@ -7,6 +7,7 @@
 
 #include "kvstore/leveldb_status.h"
 #include "kvstore/log_guard_env.h"
+#include "kvstore/memory_overlay_env.h"
 #include "leveldb/cache.h"
 #include "leveldb/db.h"
 #include "leveldb/env.h"
@@ -84,7 +85,11 @@ void Batch::Clear() {
 
 class MetaStore::Impl {
  public:
-  Impl(std::string dir, leveldb::Env* env) : dir_(std::move(dir)), env_(env), guard_env_(env) {}
+  Impl(std::string dir, leveldb::Env* env, bool writes_in_memory)
+      : dir_(std::move(dir)),
+        overlay_(writes_in_memory ? std::make_unique<MemoryOverlayEnv>(env) : nullptr),
+        env_(overlay_ ? overlay_.get() : env),
+        guard_env_(env_) {}
   ~Impl() {
     // The DB uses the cache and the filter policy until it is gone.
     db_.reset();
@@ -115,7 +120,8 @@ class MetaStore::Impl {
   void MarkSynced(uint64_t written) { RaiseAtLeast(synced_upto_, written); }
 
   std::string dir_;
-  leveldb::Env* env_;
+  std::unique_ptr<MemoryOverlayEnv> overlay_;  // MetaOptions::writes_in_memory
+  leveldb::Env* env_;      // the options' Env, or overlay_ over it
   LogGuardEnv guard_env_;  // what LevelDB uses: env_ with guarded log files
   std::unique_ptr<const leveldb::FilterPolicy> filter_;
   std::unique_ptr<leveldb::Cache> cache_;
@@ -158,7 +164,7 @@ MetaStore::~MetaStore() = default;
 Status MetaStore::Open(const std::string& dir, const MetaOptions& options,
                        std::unique_ptr<MetaStore>* out) {
   leveldb::Env* env = options.env != nullptr ? options.env : leveldb::Env::Default();
-  auto impl = std::make_unique<Impl>(dir, env);
+  auto impl = std::make_unique<Impl>(dir, env, options.writes_in_memory);
   if (options.bloom_bits_per_key > 0) {
     impl->filter_.reset(leveldb::NewBloomFilterPolicy(options.bloom_bits_per_key));
   }

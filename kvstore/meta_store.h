@@ -33,6 +33,10 @@ struct MetaOptions {
   size_t write_buffer_bytes = 16u << 20;
   int bloom_bits_per_key = 10;
   leveldb::Env* env = nullptr;  // nullptr: leveldb::Env::Default()
+  // Nothing in dir is written: the files LevelDB writes stay in memory
+  // (kv::MemoryOverlayEnv) and are gone at close. For stores on read-only
+  // media; the caller holds the store's lock (LevelDB's is in memory too).
+  bool writes_in_memory = false;
 };
 
 class Batch {

@@ -91,8 +91,11 @@ class Env {
   virtual Status SyncDir(const std::string& dir) = 0;
   // OK if path exists; NotFound otherwise.
   virtual Status Exists(const std::string& path) = 0;
-  // Exclusive non-blocking lock (flock) on path, created if missing.
-  // Returns errno EBUSY with a clear message when another process holds it.
+  // Exclusive non-blocking lock (flock) on path, created if missing, and on
+  // the directory holding it (so that removing or replacing the file does
+  // not let a second process in). Returns errno EBUSY with a clear message
+  // when another process holds either. On a read-only file system the file
+  // is locked if it exists (not created), the directory in any case.
   virtual Status LockFile(const std::string& path, std::unique_ptr<FileLock>* out) = 0;
   // Bytes available to an unprivileged writer, and total bytes, of the
   // filesystem holding path (statvfs).

@@ -228,17 +228,25 @@ class PosixFile final : public File {
   std::atomic<bool> direct_refused_{false};
 };
 
+// Holds flocks on a lock file and on its directory; closing the
+// descriptors releases them.
 class PosixFileLock final : public FileLock {
  public:
-  explicit PosixFileLock(int fd) : fd_(fd) {}
-  ~PosixFileLock() override {
-    (void)::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
+  PosixFileLock(Fd file, Fd dir) : file_(std::move(file)), dir_(std::move(dir)) {}
 
  private:
-  const int fd_;
+  Fd file_;
+  Fd dir_;
 };
+
+// flock(fd, LOCK_EX | LOCK_NB), retried on EINTR; 0 or -1 with errno.
+int TryFlock(int fd) {
+  int r;
+  do {
+    r = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (r != 0 && errno == EINTR);
+  return r;
+}
 
 class PosixEnv final : public Env {
  public:
@@ -353,28 +361,49 @@ class PosixEnv final : public Env {
     // Never through a link: the file gets fchmod'ed, and a store directory
     // that others could write to (before mkfs makes it 0700) could point it
     // anywhere.
-    Fd fd(OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, kFileMode));
-    if (fd.get() < 0) {
+    int raw = OpenRetry(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, kFileMode);
+    // On a read-only file system the file is locked as it is, if it is
+    // there (flock needs no write access), and the directory in any case.
+    const bool read_only_fs = raw < 0 && errno == EROFS;
+    if (read_only_fs) raw = OpenRetry(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0);
+    Fd fd(raw);
+    if (fd.get() < 0 && !(read_only_fs && errno == ENOENT)) {
       if (errno == ELOOP) return PosixError(ELOOP, path, "lock file is a symbolic link");
       return PosixError(errno, path, "open lock file");
     }
     struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return PosixError(errno, path, "fstat lock file");
-    if (!S_ISREG(st.st_mode)) return PosixError(EINVAL, path, "lock file is not a regular file");
-    if ((st.st_mode & 07777) != kFileMode && ::fchmod(fd.get(), kFileMode) != 0) {
+    if (fd.get() >= 0 && ::fstat(fd.get(), &st) != 0) {
+      return PosixError(errno, path, "fstat lock file");
+    }
+    if (fd.get() >= 0 && !S_ISREG(st.st_mode)) {
+      return PosixError(EINVAL, path, "lock file is not a regular file");
+    }
+    if (!read_only_fs && (st.st_mode & 07777) != kFileMode && ::fchmod(fd.get(), kFileMode) != 0) {
       return PosixError(errno, path, "fchmod lock file");
     }
-    int r;
-    do {
-      r = ::flock(fd.get(), LOCK_EX | LOCK_NB);
-    } while (r != 0 && errno == EINTR);
-    if (r != 0) {
+    if (fd.get() >= 0 && TryFlock(fd.get()) != 0) {
       if (errno == EWOULDBLOCK) {
         return Status::FromErrno(EBUSY, path + ": store is already in use (already mounted?)");
       }
       return PosixError(errno, path, "flock");
     }
-    *out = std::make_unique<PosixFileLock>(fd.release());
+    // The directory too: a lock file removed or replaced while its holder
+    // runs leaves the holder's lock on a file nobody else opens, but the
+    // directory is the same one.
+    const size_t slash = path.rfind('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    Fd dfd(OpenRetry(dir.c_str(), O_RDONLY | O_DIRECTORY, 0));
+    if (dfd.get() < 0) return PosixError(errno, dir, "open the lock file's directory");
+    if (TryFlock(dfd.get()) != 0) {
+      if (errno == EWOULDBLOCK) {
+        return Status::FromErrno(EBUSY, path + ": store is already in use, by a process that "
+                                               "locked it before this lock file was removed "
+                                               "or replaced");
+      }
+      return PosixError(errno, dir, "flock");
+    }
+    *out = std::make_unique<PosixFileLock>(std::move(fd), std::move(dfd));
     return Status::OK();
   }
 

@@ -25,11 +25,15 @@ Status Status::WithContext(std::string_view context) const {
 
 Status Status::Replacing(std::string_view from, std::string_view to) const {
   if (ok() || from.empty()) return *this;
-  std::string msg = rep_->msg;
-  for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size())) {
-    msg.replace(at, from.size(), to);
+  return Status(rep_->err, rep_->kind, ReplacedAll(rep_->msg, from, to));
+}
+
+std::string ReplacedAll(std::string text, std::string_view from, std::string_view to) {
+  if (from.empty()) return text;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
   }
-  return Status(rep_->err, rep_->kind, msg);
+  return text;
 }
 
 }  // namespace sepfs

@@ -58,6 +58,9 @@ class [[nodiscard]] Status {
   std::unique_ptr<Rep> rep_;
 };
 
+// text with every `from` replaced by `to` (text as is for an empty from).
+std::string ReplacedAll(std::string text, std::string_view from, std::string_view to);
+
 // Returns from the enclosing function when `expr` yields a non-OK Status.
 #define SEPFS_RETURN_IF_ERROR(expr)      \
   do {                                   \

@@ -38,7 +38,7 @@ constexpr uint64_t kMaxMergedRead = 8u << 20;
 constexpr uint64_t kDirectChunk = 1u << 20;
 constexpr size_t kDirectBuffers = 8;
 
-void Log(const std::string& msg) { std::fprintf(stderr, "sepfs vlog: %s\n", msg.c_str()); }
+void LogLine(const std::string& msg) { std::fprintf(stderr, "sepfs vlog: %s\n", msg.c_str()); }
 
 std::string SegName(uint32_t id) { return "vlog segment " + std::to_string(id); }
 
@@ -57,7 +57,7 @@ void SubtractLive(Segment& seg, uint64_t n) {
     if (seg.live.compare_exchange_weak(cur, next, std::memory_order_relaxed)) break;
   }
   if (cur < n) {
-    Log(SegName(seg.id) + ": live bytes would go below zero (had " + std::to_string(cur) +
+    LogLine(SegName(seg.id) + ": live bytes would go below zero (had " + std::to_string(cur) +
         ", released " + std::to_string(n) + "); clamped");
   }
 }
@@ -91,7 +91,8 @@ class ValueLog::Impl {
   Impl(const Options& options, std::string dir)
       : opt_(Normalized(options)),
         env_(options.env ? options.env : Env::Default()),
-        dir_(std::move(dir)) {}
+        dir_(std::move(dir)),
+        shown_dir_(options.dir_in_messages.empty() ? dir_ : options.dir_in_messages) {}
   ~Impl() {
     // Sealing writes each buffer out, and cuts an open recycled segment
     // where its records end, so the next open need not search the earlier
@@ -179,6 +180,12 @@ class ValueLog::Impl {
   };
 
   std::string PathOf(uint32_t id) const { return dir_ + "/" + SegmentFileName(id); }
+  // PathOf as log lines name it.
+  std::string ShownPathOf(uint32_t id) const { return shown_dir_ + "/" + SegmentFileName(id); }
+  // Logs msg, naming the directory as shown_dir_.
+  void Log(const std::string& msg) const {
+    LogLine(ReplacedAll(msg, dir_, shown_dir_));
+  }
   std::string FreePathOf(uint32_t id) const { return dir_ + "/" + FreeFileName(id); }
   std::shared_ptr<Segment> Find(uint32_t id) const;
   std::vector<std::shared_ptr<Segment>> Snapshot() const;
@@ -235,6 +242,7 @@ class ValueLog::Impl {
   const Options opt_;
   Env* const env_;
   const std::string dir_;
+  const std::string shown_dir_;  // dir_ as log lines name it
 
   std::atomic<uint64_t> drops_[kNumStreams] = {};  // per stream: buffers dropped after a failed write
   mutable std::shared_mutex segs_mu_;
@@ -372,7 +380,8 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
     st = Status::Corruption("header names segment " + std::to_string(h.segment_id));
   }
   if (!st.ok()) {
-    seg->damage = Status::Corruption(SegName(id) + " (" + path + ") is damaged: " + st.ToString());
+    seg->damage =
+        Status::Corruption(SegName(id) + " (" + ShownPathOf(id) + ") is damaged: " + st.ToString());
     Log(std::string(seg->damage.message()));
     return Status::OK();
   }

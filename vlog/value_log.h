@@ -96,6 +96,9 @@ struct Options {
   // segment whose header names another store is foreign (see Open).
   // Unknown (zeros): nothing is written or checked.
   StoreId store_id{};
+  // The segment directory as log lines name it ("": as Open was given it),
+  // for a directory reached through another path (/proc/self/fd/N/...).
+  std::string dir_in_messages;
 };
 
 // A segment file Open found that belongs to another store.

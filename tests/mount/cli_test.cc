@@ -378,6 +378,21 @@ TEST_F(CliTest, SecondMountOfTheSameStoreIsRefused) {
   CmdResult m = RunSepfs({"mkfs", "--force", store()});
   EXPECT_NE(m.exit_code, 0) << m.Describe();
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
+  // Nor when the lock files are gone: the daemon holds a lock on the store
+  // directory too (a helper's probe mounted a store twice after deleting
+  // them, and the two daemons lost fsync'd files).
+  ASSERT_SYS_OK(::unlink((store() + "/LOCK").c_str()));
+  ASSERT_SYS_OK(::unlink((store() + "/meta/LOCK").c_str()));
+  r = RunSepfs({"mount", "-f", store(), mnt2}, 20);
+  EXPECT_FALSE(r.timed_out) << "the second mount must be refused";
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "store is mounted at " + mnt())) << r.Describe();
+  EXPECT_FALSE(IsMountpoint(mnt2));
+  f = FsckResult();
+  EXPECT_EQ(f.exit_code, 8) << f.Describe();
+  m = RunSepfs({"mkfs", "--force", store()});
+  EXPECT_NE(m.exit_code, 0) << m.Describe();
+  EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
   ASSERT_NO_FATAL_FAILURE(Remount());
   EXPECT_TRUE(SameBytes(ReadFile(P("g")), data));
 }
@@ -543,6 +558,8 @@ TEST_F(UnmountedTest, SegmentOfAnotherStoreRefusesTheMountUntilRepair) {
     EXPECT_TRUE(Contains(log, part)) << part << "\n" << log;
   }
   EXPECT_FALSE(IsMountpoint(mnt()));
+  // Log lines name the store's path, not the descriptor the daemon reaches it by.
+  EXPECT_EQ(log.find("/proc/self/fd"), std::string::npos) << log;
 
   CmdResult r = FsckResult();
   EXPECT_EQ(r.exit_code, 4) << r.Describe();
@@ -554,6 +571,63 @@ TEST_F(UnmountedTest, SegmentOfAnotherStoreRefusesTheMountUntilRepair) {
   EXPECT_FALSE(std::filesystem::exists(planted));
   ASSERT_NO_FATAL_FAILURE(Mount());
   EXPECT_TRUE(ReadFile(P("f")) == mine);
+}
+
+// A store on a read-only file system (here a read-only bind mount of it):
+// it mounts with -o ro, fsck checks it and stats reads it, with LevelDB's
+// writes kept in memory; a read-write mount, gc or repair says why not; and
+// the store's lock still keeps a read-write mount by its writable path out.
+TEST_F(UnmountedTest, StoreOnReadOnlyMediaMountsReadOnly) {
+  const std::string data = RandomBytes(kMiB + 3, 71);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("f"), data));
+  ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("d/small"), "small file"));
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  const std::string home = store();
+  const std::string ro = root() + "/ro-store";
+  ASSERT_SYS_OK(::mkdir(ro.c_str(), 0700));
+  ASSERT_SYS_OK(::mount(home.c_str(), ro.c_str(), nullptr, MS_BIND, nullptr));
+  AddCleanupMount(ro);
+  ASSERT_SYS_OK(::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr));
+  set_store(ro);
+
+  int exit_code = 0;
+  std::string log;
+  EXPECT_FALSE(TryMount({}, &exit_code, &log));
+  EXPECT_NE(exit_code, 0) << log;
+  EXPECT_TRUE(Contains(log, "on a read-only file system: mount it with -o ro")) << log;
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"gc", ro}, std::vector<std::string>{"fsck", "--repair", ro}}) {
+    CmdResult r = RunSepfs(cmd);
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, "read-only file system")) << r.Describe();
+  }
+  CmdResult r = FsckResult();
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  r = RunSepfs({"stats", ro});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+
+  ASSERT_NO_FATAL_FAILURE(Mount({"ro"}));
+  EXPECT_TRUE(ReadFile(P("f")) == data);
+  EXPECT_EQ(ReadFile(P("d/small")), "small file");
+  errno = 0;
+  EXPECT_LT(::open(P("new").c_str(), O_CREAT | O_WRONLY, 0644), 0);
+  EXPECT_EQ(errno, EROFS);
+  const std::string mnt2 = root() + "/mnt2";
+  ASSERT_SYS_OK(::mkdir(mnt2.c_str(), 0755));
+  AddCleanupMount(mnt2);
+  r = RunSepfs({"mount", "-f", home, mnt2}, 20);
+  EXPECT_FALSE(r.timed_out) << "the read-write mount must be refused";
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "store is mounted at " + mnt())) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+
+  set_store(home);
+  r = FsckResult();
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  EXPECT_TRUE(ReadFile(P("f")) == data);
 }
 
 // A store whose daemon died still has its mount attached (ENOTCONN) until
@@ -1109,6 +1183,10 @@ TEST_F(CorruptionTest, FlippedBytesGiveEio) {
   ASSERT_NO_FATAL_FAILURE(ExpectDaemonAliveAndBystanderIntact());
   // Reading it again still fails the same way (nothing cached wrong).
   ExpectEioNeverWrongBytes();
+  // The EIO is logged, and never with the /proc/self/fd path the daemon reaches the store by.
+  const std::string log = DaemonLog();
+  EXPECT_NE(log.find("sepfs: "), std::string::npos) << log;
+  EXPECT_EQ(log.find("/proc/self/fd"), std::string::npos) << log;
   ASSERT_NO_FATAL_FAILURE(Unmount());
   CmdResult r = FsckResult();
   EXPECT_EQ(r.exit_code, 4) << "fsck must report the damage\n" << r.Describe();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,28 @@ TEST_F(EnvPosixTest, LockFileTwiceIsBusy) {
 
 // A lock file is never reached through a link (it would be created or
 // chmod'ed wherever the link points), nor is anything but a regular file.
+// The lock is on the directory too: removing or replacing the lock file
+// while it is held lets nobody else in (a helper's probe deleted a mounted
+// store's LOCK files and mounted it twice).
+TEST_F(EnvPosixTest, LockHoldsWhenItsFileIsRemovedOrReplaced) {
+  std::unique_ptr<FileLock> a, b;
+  ASSERT_TRUE(env_->LockFile(Path("LOCK"), &a).ok());
+  ASSERT_EQ(::unlink(Path("LOCK").c_str()), 0);
+  Status st = env_->LockFile(Path("LOCK"), &b);
+  EXPECT_EQ(st.err(), EBUSY) << st.ToString();
+  EXPECT_NE(st.ToString().find("removed or replaced"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(b);
+  ASSERT_EQ(::rename(Path("LOCK").c_str(), Path("LOCK.old").c_str()), 0);  // the new one
+  { std::ofstream(Path("LOCK")) << "someone else's"; }
+  EXPECT_EQ(env_->LockFile(Path("LOCK"), &b).err(), EBUSY);
+  // Another lock file in another directory is not held.
+  ASSERT_EQ(::mkdir(Path("sub").c_str(), 0700), 0);
+  std::unique_ptr<FileLock> c;
+  EXPECT_TRUE(env_->LockFile(Path("sub/LOCK"), &c).ok());
+  a.reset();
+  EXPECT_TRUE(env_->LockFile(Path("LOCK"), &b).ok());
+}
+
 TEST_F(EnvPosixTest, LockFileRefusesLinksAndNonFiles) {
   const std::string target = Path("target");
   {
