@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include <sys/stat.h>
@@ -46,57 +47,31 @@ Status SurvivingValues(Store* store, const std::set<uint64_t>& existing,
       });
 }
 
-// The offset of the next record magic in segment file `path` after `from`,
-// or 0 if there is none.
-uint64_t NextMagic(Env* env, const std::string& path, uint64_t from) {
-  std::unique_ptr<File> f;
-  if (!env->OpenFile(path, OpenMode::kRead, &f).ok()) return 0;
-  char magic[4];
-  for (int i = 0; i < 4; i++) magic[i] = static_cast<char>(vlog::kRecordMagic >> (8 * i));
-  constexpr size_t kChunk = 1 << 20;
-  std::string buf(kChunk + 3, '\0');
-  for (uint64_t off = from;;) {
-    size_t got = 0;
-    if (!f->Read(off, buf.size(), buf.data(), &got).ok() || got < 4) return 0;
-    const auto end = buf.begin() + static_cast<std::ptrdiff_t>(got);
-    const auto it = std::search(buf.begin(), end, magic, magic + 4);
-    if (it != end) return off + static_cast<uint64_t>(it - buf.begin());
-    off += got - 3;
-  }
-}
-
 // The newest verified record of each block of a missing inode in segment
-// `id`; after a record that does not verify, the scan resumes at the next
-// record magic.
-Status ScanSegment(Store* store, uint32_t id, const std::set<uint64_t>& existing,
+// seg; the scan passes over records that do not verify to the next whole
+// one (ValueLog::ScanSegment).
+Status ScanSegment(Store* store, const vlog::SegmentInfo& seg, const std::set<uint64_t>& existing,
                    const std::set<uint64_t>& lost_pointers, Blocks* found, SalvageScan* out) {
-  const std::string path = VlogDir(store->io_dir()) + "/" + vlog::SegmentFileName(id);
-  for (uint64_t from = 0;;) {
-    uint64_t bad = 0;
-    Status st = store->vlog()->ScanSegment(
-        id,
-        [&](const vlog::BlockPtr& ptr, const vlog::RecordHeader& h, std::string_view,
-            const Status& verified) {
-          if (!verified.ok()) {
-            bad = ptr.offset;
-            return false;
-          }
-          if (h.inode == 0 || (existing.count(h.inode) && !lost_pointers.count(h.inode))) {
-            return true;
-          }
-          auto [it, fresh] = (*found)[h.inode].try_emplace(h.block, ptr);
-          if (!fresh && ptr.seq > it->second.seq) it->second = ptr;
+  std::optional<uint64_t> bad;  // where the damage being passed over starts
+  Status st = store->vlog()->ScanSegment(
+      seg.id, [&](const vlog::BlockPtr& ptr, const vlog::RecordHeader& h, std::string_view,
+                  const Status& verified) {
+        if (!verified.ok()) {
+          out->damaged_records++;
+          bad = ptr.offset;
           return true;
-        },
-        from);
-    if (!st.ok()) return st.IsNotFound() ? Status::OK() : st;
-    if (bad == 0) return Status::OK();
-    out->damaged_records++;
-    const uint64_t next = NextMagic(store->env(), path, bad + 1);
-    if (next == 0) return Status::OK();  // the rest is passed over to the end
-    out->skipped_bytes += next - bad;
-    from = next;
-  }
+        }
+        if (bad) out->skipped_bytes += ptr.offset - *bad;
+        bad.reset();
+        if (h.inode == 0 || (existing.count(h.inode) && !lost_pointers.count(h.inode))) {
+          return true;
+        }
+        auto [it, fresh] = (*found)[h.inode].try_emplace(h.block, ptr);
+        if (!fresh && ptr.seq > it->second.seq) it->second = ptr;
+        return true;
+      });
+  if (bad && seg.size > *bad) out->skipped_bytes += seg.size - *bad;  // to the end
+  return st.IsNotFound() ? Status::OK() : st;
 }
 
 // The blocks of file ino inside its size that no pointer names, from found.
@@ -131,7 +106,7 @@ Status FindSalvageable(Store* store, const std::set<uint64_t>& lost_pointers, Sa
   for (const vlog::SegmentInfo& seg : store->vlog()->Segments()) {
     if (seg.damaged) continue;
     if (progress) progress("looking for records of lost files in segment " + std::to_string(seg.id));
-    SEPFS_RETURN_IF_ERROR(ScanSegment(store, seg.id, existing, lost_pointers, &found, out));
+    SEPFS_RETURN_IF_ERROR(ScanSegment(store, seg, existing, lost_pointers, &found, out));
   }
   for (const auto& [ino, blocks] : surviving) found.try_emplace(ino);
   const uint64_t bs = store->super().block_size;

@@ -192,13 +192,13 @@ void Job::Throttle(bool force) {
 Status Job::Run() {
   uint64_t victim_size = 0;
   SEPFS_RETURN_IF_ERROR(Check(&victim_size));
-  Status job_st, damage;  // damage names the segment and offset
+  Status job_st, damage;  // damage: the first damaged record (it names the segment and offset)
   Status st = vlog_->ScanSegment(
       victim_, [&](const BlockPtr& ptr, const RecordHeader& h, std::string_view data,
                    const Status& rec_st) {
         if (!rec_st.ok()) {
-          damage = rec_st;
-          return false;
+          if (damage.ok()) damage = rec_st;
+          return true;  // on at the next whole record
         }
         job_st = OnRecord(ptr, h, data);
         return job_st.ok();
@@ -206,19 +206,19 @@ Status Job::Run() {
   if (st.ok()) st = std::move(job_st);
   if (st.ok()) st = RelocateBatch();
   if (st.ok() && !damage.ok()) {
-    // Nothing past a damaged record can be read. With the records before it
-    // relocated, what the segment still counts live lies past it: kept. If
-    // nothing does, the rest is garbage (bytes appended to a sealed file,
-    // records of deleted files) and the segment goes as any other.
+    // Every whole record was relocated; what the segment still counts live
+    // is in damaged bytes (reads of it fail; fsck drops its pointers): kept.
+    // If nothing is, the damage hit only garbage (records of deleted files,
+    // bytes appended to a sealed file) and the segment goes as any other.
     SegmentInfo now;
     const uint64_t live = FindVictim(&now) ? now.live_bytes : 0;
     if (live > 0) {
       st = damage.WithContext(Name() + " aborted, segment kept: " + std::to_string(live) +
-                              " live bytes lie past the damaged record");
+                              " live bytes are in damaged records");
     } else {
       Log(Name() + ": " + damage.ToString() +
-          "; no live record lies past it, so the segment is collected");
-      ++stats_->damaged_tails;
+          "; no live record is damaged, so the segment is collected");
+      ++stats_->damaged_collected;
     }
   }
   if (st.ok()) Throttle(true);  // back-to-back jobs keep to the rate too

@@ -36,15 +36,15 @@
 //
 // Failures: any error stops the job WITHOUT deleting the victim and is
 // returned; batches already swapped stay swapped (that is consistent). The
-// copies of the failed batch are released as garbage. In particular a torn
-// or damaged record in the victim (ScanSegment reports it) ends the scan:
-// records behind it cannot be found. Once the records before it are
-// relocated, the victim's live count says whether any live byte lies behind
-// it: if so the job aborts with Corruption (errno EIO), since deleting the
-// victim could lose data, and the caller should exclude the segment from
-// picking (PickOptions::exclude) until it is repaired; if not (bytes
-// appended to a sealed file, a file extended with zeros, damage among dead
-// records only) the victim is collected as usual.
+// copies of the failed batch are released as garbage. A damaged record in
+// the victim (ScanSegment reports it) is passed over: the scan goes on at
+// the next whole record. Once every whole record is relocated, the victim's
+// live count says whether any live byte is in the damage: if so the job
+// aborts with Corruption (errno EIO), since deleting the victim could lose
+// data, and the caller should exclude the segment from picking
+// (PickOptions::exclude) until it is repaired; if not (bytes appended to a
+// sealed file, a file extended with zeros, damage among dead records only)
+// the victim is collected as usual.
 //
 // Thread safety: jobs on different victims may run concurrently with each
 // other and with user I/O, provided the GcIndex is thread-safe. Two jobs on
@@ -134,7 +134,7 @@ struct GcJobStats {
   uint64_t records_lost_race = 0;  // copied, but a user write won the swap
   uint64_t batches = 0;            // SwapPointers calls
   uint64_t bytes_freed = 0;        // size of the victim's file, once deleted
-  uint64_t damaged_tails = 0;      // 1: the scan stopped at a damaged record, none live past it
+  uint64_t damaged_collected = 0;  // 1: the victim had damaged records, none of them live
   double seconds = 0;              // wall time of the job (per the clock)
   double seconds_throttled = 0;    // of which spent sleeping for the rate limit
 };
@@ -143,9 +143,10 @@ struct GcJobStats {
 // reset and then reports the work done, also on failure.
 // Errors: NotFound (unknown victim), EBUSY (the victim is open: seal it
 // first), InvalidArgument (bad dest or old_dest stream), Corruption (damaged victim,
-// or a torn or damaged record with live bytes past it: victim kept), and whatever the
-// vlog or the index return. A damaged record with no live byte past it ends the scan and
-// the victim is collected (stats->damaged_tails).
+// or live bytes in damaged records: victim kept, the whole records relocated), and
+// whatever the vlog or the index return. The scan goes on past a damaged record at the
+// next whole one; when no live byte is in damaged records, the victim is collected
+// (stats->damaged_collected).
 Status CollectSegment(ValueLog* vlog, GcIndex* index, uint32_t victim, const GcJobOptions& o,
                       GcJobStats* stats);
 

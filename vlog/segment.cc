@@ -62,31 +62,65 @@ Status SegmentReader::EndOfLife(Status st) {
 }
 
 bool SegmentReader::WholeRecordAfter(uint64_t from) {
-  if (from >= limit_) return false;
-  // Less than one record's worth of bytes (<= 48 B + 16 MiB) is left, or,
-  // in a recycled segment, at most the rest of the file.
   const uint64_t keep = pos_;
-  pos_ = from;
-  const Status st = Fill(limit_ - from);
+  uint64_t at = limit_;
+  const Status st = FindWholeRecord(from, &at);
   pos_ = keep;
   if (!st.ok()) return true;  // unreadable: not provably a tear, so never cut
-  const std::string_view rest(window_.data() + (from - window_off_), limit_ - from);
-  const char magic[4] = {static_cast<char>(kRecordMagic & 0xff),
+  return at < limit_;
+}
+
+Status SegmentReader::WholeRecordAt(uint64_t at, bool* whole) {
+  *whole = false;
+  if (limit_ - at < kRecordHeaderSize) return Status::OK();
+  pos_ = at;
+  SEPFS_RETURN_IF_ERROR(Fill(kRecordHeaderSize));
+  RecordHeader h;
+  if (!DecodeRecordHeader(window_.data() + (at - window_off_), &h).ok()) return Status::OK();
+  const uint64_t size = kRecordHeaderSize + uint64_t{h.data_len};
+  // Too long for what is left, or an earlier life's.
+  if (limit_ - at < size || h.seq < base_seq_) return Status::OK();
+  SEPFS_RETURN_IF_ERROR(Fill(size));
+  const char* raw = window_.data() + (at - window_off_);
+  *whole = VerifyRecord(raw, h, std::string_view(raw + kRecordHeaderSize, h.data_len)).ok();
+  return Status::OK();
+}
+
+Status SegmentReader::FindWholeRecord(uint64_t from, uint64_t* at) {
+  const char bytes[4] = {static_cast<char>(kRecordMagic & 0xff),
                          static_cast<char>((kRecordMagic >> 8) & 0xff),
                          static_cast<char>((kRecordMagic >> 16) & 0xff),
                          static_cast<char>(kRecordMagic >> 24)};
-  for (size_t at = rest.find(std::string_view(magic, 4)); at != std::string_view::npos;
-       at = rest.find(std::string_view(magic, 4), at + 1)) {
-    RecordHeader h;
-    if (rest.size() - at < kRecordHeaderSize) break;
-    if (!DecodeRecordHeader(rest.data() + at, &h).ok()) continue;
-    if (rest.size() - at - kRecordHeaderSize < h.data_len) continue;
-    if (h.seq < base_seq_) continue;  // an earlier life's
-    if (VerifyRecord(rest.data() + at, h, rest.substr(at + kRecordHeaderSize, h.data_len)).ok()) {
-      return true;
+  const std::string_view magic(bytes, sizeof(bytes));
+  *at = limit_;
+  for (uint64_t off = from; off < limit_ && limit_ - off >= kRecordHeaderSize;) {
+    pos_ = off;
+    const uint64_t span = std::min<uint64_t>(chunk_, limit_ - off);
+    SEPFS_RETURN_IF_ERROR(Fill(span));
+    const std::string_view window(window_.data() + (off - window_off_), span);
+    const size_t hit = window.find(magic);
+    if (hit == std::string_view::npos) {
+      off += std::max<uint64_t>(1, span - (magic.size() - 1));  // a magic may straddle
+      continue;
     }
+    bool whole = false;
+    SEPFS_RETURN_IF_ERROR(WholeRecordAt(off + hit, &whole));
+    if (whole) {
+      *at = off + hit;
+      return Status::OK();
+    }
+    off += hit + 1;
   }
-  return false;
+  return Status::OK();
+}
+
+Status SegmentReader::SkipDamage() {
+  uint64_t at = limit_;
+  const Status st = FindWholeRecord(record_off_ + 1, &at);
+  pos_ = st.ok() ? at : limit_;
+  torn_ = false;
+  // Corruption: the file ends before limit_, so nothing whole follows.
+  return st.IsCorruption() ? Status::OK() : st;
 }
 
 Status SegmentReader::Next(RecordHeader* h, std::string_view* data, bool* at_end) {

@@ -86,6 +86,10 @@ class SegmentReader {
   // not whole and of this life (seq >= base_seq) is torn when no whole
   // record of this life follows it; otherwise it is damage.
   bool torn() const { return torn_; }
+  // After a Corruption: moves on to the next whole, verified record (of
+  // this life) after the damaged one, or to the end if there is none; the
+  // next Next() returns it. Non-OK only for an I/O error (then at the end).
+  Status SkipDamage();
 
  private:
   Status Fill(uint64_t need);
@@ -93,6 +97,14 @@ class SegmentReader {
   // A whole, verified record (of this life, in a recycled segment) starts
   // somewhere in [from, limit_).
   bool WholeRecordAfter(uint64_t from);
+  // *at: the offset of the first whole, verified record (of this life)
+  // starting in [from, limit_), else limit_. Non-OK when the file cannot
+  // be read (an I/O error, or Corruption: it ends before limit_). Searches
+  // chunk by chunk for the record magic. Moves pos_.
+  Status FindWholeRecord(uint64_t from, uint64_t* at);
+  // *whole: a whole record of this life that verifies starts at `at`.
+  // Non-OK as FindWholeRecord. Moves pos_.
+  Status WholeRecordAt(uint64_t at, bool* whole);
   // st, a Corruption of the record at pos_; in a recycled segment, marked
   // torn when it ends this life's records (see torn()).
   Status EndOfLife(Status st);

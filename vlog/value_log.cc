@@ -433,8 +433,13 @@ Status ValueLog::Impl::LearnMaxSeq() {
           // A crash tore the last append: cut it off, so the segment scans
           // cleanly (GC, fsck) and nothing can ever point into the tear.
           SEPFS_RETURN_IF_ERROR(CutTornTail(seg, reader.offset()));
+        } else if (!reader.torn()) {
+          // Records behind the damage may hold the highest seq: go on.
+          Log(SegName(seg.id) + ": passing over damaged bytes: " + st.ToString());
+          SEPFS_RETURN_IF_ERROR(reader.SkipDamage());
+          continue;
         } else {
-          Log(SegName(seg.id) + ": ignoring damaged tail: " + st.ToString());
+          Log(SegName(seg.id) + ": ignoring a torn tail: " + st.ToString());
         }
         break;
       }
@@ -1121,8 +1126,9 @@ Status ValueLog::Impl::ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from)
     if (!st.ok() && !st.IsCorruption()) return st;
     const BlockPtr ptr{id, static_cast<uint32_t>(reader.offset()), h.data_len, h.seq};
     if (!st.ok()) {
-      (void)fn(ptr, h, {}, st);
-      return Status::OK();
+      if (!fn(ptr, h, {}, st) || reader.torn()) return Status::OK();
+      SEPFS_RETURN_IF_ERROR(reader.SkipDamage());
+      continue;
     }
     seg->NoteSeq(h.seq);
     if (!fn(ptr, h, data, st)) return Status::OK();

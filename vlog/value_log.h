@@ -169,7 +169,8 @@ struct ReadRequest {
 
 // Callback of ScanSegment: a record at `ptr` with its header and data. A
 // record that fails verification is reported with a non-OK status (data
-// may be empty) and scanning stops after it. Return false to stop.
+// may be empty). Return false to stop; after a damaged record, true goes on
+// at the next whole record (see ScanSegment).
 using ScanFn = std::function<bool(const BlockPtr& ptr, const RecordHeader& h,
                                   std::string_view data, const Status& st)>;
 
@@ -319,9 +320,12 @@ class ValueLog {
   // Reads segment `id` front to back (sequentially, fadvise SEQUENTIAL),
   // calling fn for each record; for fsck and GC. An open segment's append
   // buffer is flushed first. A torn or damaged record is reported through fn
-  // and ends the scan with OK; the return value is non-OK only for an
-  // unknown segment (NotFound), a damaged segment header (Corruption) or an
-  // I/O error.
+  // (ptr.offset: where it starts) and ends the scan with OK, unless fn
+  // returns true for a damaged one: then the scan goes on at the next whole
+  // record that verifies (found by its magic), whose offset tells where the
+  // damage ends, or ends if there is none. The return value is non-OK only
+  // for an unknown segment (NotFound), a damaged segment header
+  // (Corruption) or an I/O error.
   // `from` (a record boundary, e.g. a StreamHead offset) skips the records
   // before it.
   Status ScanSegment(uint32_t id, const ScanFn& fn, uint64_t from = 0);

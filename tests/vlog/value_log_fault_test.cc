@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -241,26 +242,77 @@ TEST_F(ValueLogFaultTest, ReadOnlyOpenLeavesATornTailInPlace) {
   EXPECT_EQ(FileSize(seg), all[4].ptr.offset);
 }
 
-TEST_F(ValueLogFaultTest, ScanStopsAtCorruptRecordInTheMiddle) {
+// A damaged record in the middle is reported; a scan that asks to go on
+// resumes at the next whole record, one that does not stops there.
+TEST_F(ValueLogFaultTest, ScanReportsACorruptRecordInTheMiddleAndCanGoOn) {
   auto all = WriteAndClose(6, 300);
   FlipByte(all[2].ptr.segment, all[2].ptr.offset + kRecordHeaderSize + 1);
   OpenLog();
-  int ok = 0, bad = 0;
-  ASSERT_TRUE(vlog_->ScanSegment(all[0].ptr.segment, [&](const BlockPtr& p, const RecordHeader&,
-                                                         std::string_view data,
-                                                         const Status& st) {
-                     if (st.ok()) {
-                       ++ok;
-                     } else {
-                       ++bad;
-                       EXPECT_EQ(p.offset, all[2].ptr.offset);
-                       EXPECT_TRUE(data.empty());
-                     }
+  for (bool go_on : {true, false}) {
+    SCOPED_TRACE(go_on);
+    std::vector<uint64_t> ok;
+    int bad = 0;
+    ASSERT_TRUE(vlog_->ScanSegment(all[0].ptr.segment, [&](const BlockPtr& p,
+                                                           const RecordHeader&,
+                                                           std::string_view data,
+                                                           const Status& st) {
+                       if (st.ok()) {
+                         ok.push_back(p.offset);
+                       } else {
+                         ++bad;
+                         EXPECT_EQ(p.offset, all[2].ptr.offset);
+                         EXPECT_TRUE(data.empty());
+                         return go_on;
+                       }
+                       return true;
+                     })
+                    .ok());
+    std::vector<uint64_t> want = {all[0].ptr.offset, all[1].ptr.offset};
+    if (go_on) {
+      for (size_t i = 3; i < all.size(); ++i) want.push_back(all[i].ptr.offset);
+    }
+    EXPECT_EQ(ok, want);
+    EXPECT_EQ(bad, 1);
+  }
+}
+
+// Damage that destroyed a record's header, its length with it, is passed
+// over too: the scan finds the next record that verifies by its magic.
+TEST_F(ValueLogFaultTest, ScanGoesOnPastADestroyedHeader) {
+  auto all = WriteAndClose(8, 5000);
+  const uint32_t seg = all[0].ptr.segment;
+  ASSERT_EQ(all.back().ptr.segment, seg);
+  {
+    std::fstream f(dir_ + "/" + SegmentFileName(seg), std::ios::in | std::ios::out |
+                                                            std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(all[3].ptr.offset));
+    const std::string junk(kRecordHeaderSize + 7000, '\x11');  // into record 4 too
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  OpenLog();
+  std::vector<uint64_t> ok, bad;
+  ASSERT_TRUE(vlog_->ScanSegment(seg, [&](const BlockPtr& p, const RecordHeader&,
+                                          std::string_view, const Status& st) {
+                     (st.ok() ? ok : bad).push_back(p.offset);
                      return true;
                    })
                   .ok());
-  EXPECT_EQ(ok, 2);
-  EXPECT_EQ(bad, 1);
+  EXPECT_EQ(bad, std::vector<uint64_t>{all[3].ptr.offset});
+  std::vector<uint64_t> want = {all[0].ptr.offset, all[1].ptr.offset, all[2].ptr.offset};
+  for (size_t i = 5; i < all.size(); ++i) want.push_back(all[i].ptr.offset);
+  EXPECT_EQ(ok, want);
+}
+
+// The highest seq is learned past a damaged record in a stream's newest
+// segment: new records never reuse the seqs of the records behind it.
+TEST_F(ValueLogFaultTest, OpenLearnsTheHighestSeqPastDamage) {
+  auto all = WriteAndClose(6, 300);
+  FlipByte(all[2].ptr.segment, all[2].ptr.offset + kRecordHeaderSize + 1);
+  OpenLog();
+  EXPECT_EQ(vlog_->LastSeq(), all.back().ptr.seq);
+  BlockPtr p;
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 9, 0, "after", &p).ok());
+  EXPECT_GT(p.seq, all.back().ptr.seq);
 }
 
 // A damaged header keeps the segment out of scans (and so out of GC), while
