@@ -1,6 +1,7 @@
 // Store: the on-disk home of one sepfs filesystem, and how it is created and
 // opened. A store directory holds
-//   LOCK   flock'ed while the store is in use (mount, fsck, gc)
+//   LOCK   flock'ed while the store is in use (mount, fsck, gc), and the
+//          store directory with it (Env::LockFile)
 //   meta/  the metadata LSM (LevelDB)
 //   vlog/  value-log segments
 //   superblock  a copy of the superblock record (fs/superblock_copy.h)

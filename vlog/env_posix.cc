@@ -229,14 +229,15 @@ class PosixFile final : public File {
 };
 
 // Holds flocks on a lock file and on its directory; closing the
-// descriptors releases them.
+// descriptors releases them, the directory's first: whoever waits for the
+// file's lock (`flock STORE/LOCK true` after an unmount) finds both free.
 class PosixFileLock final : public FileLock {
  public:
   PosixFileLock(Fd file, Fd dir) : file_(std::move(file)), dir_(std::move(dir)) {}
 
  private:
   Fd file_;
-  Fd dir_;
+  Fd dir_;  // declared last: closed first
 };
 
 // flock(fd, LOCK_EX | LOCK_NB), retried on EINTR; 0 or -1 with errno.

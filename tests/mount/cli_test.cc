@@ -811,7 +811,7 @@ TEST_F(NoStoreTest, FailedGcOfAMountSaysWhereTheDaemonLoggedWhy) {
                               "log says why: " + store() + "/sepfs.log, or its standard error "
                               "when it runs with -f)"))
       << r.Describe();
-  EXPECT_TRUE(Contains(DaemonLog(), "live bytes lie past the damaged record")) << DaemonLog();
+  EXPECT_TRUE(Contains(DaemonLog(), "live bytes are in damaged records")) << DaemonLog();
   ASSERT_NO_FATAL_FAILURE(Unmount());
 }
 
