@@ -449,11 +449,12 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
           s.id);
     }
   }
-  for (const auto& f : store->vlog()->ForeignSegments()) {
-    err(FsckKind::kSegmentForeign,
-        "segment " + std::to_string(f.id) + ": belongs to another store (" +
-            vlog::StoreIdHex(f.store_id) + "; this one is " + store->super().uuid + ")",
-        0, {}, f.id);
+  for (const auto& s : store->vlog()->SetAsideSegments()) {
+    err(s.why == vlog::SetAsideSegment::Why::kMisnamed ? FsckKind::kSegmentMisnamed
+                                                       : FsckKind::kSegmentForeign,
+        "segment file " + vlog::SegmentFileName(s.id) + ": " +
+            DescribeSetAside(s, store->super().uuid),
+        0, {}, s.id);
   }
   if (!options.verify_data) return Status::OK();
   // The persisted counts (last checkpoint + journal entries since) must

@@ -7,8 +7,9 @@
 // type inside a directory; every linked inode is reachable from the root;
 // link counts (files: entries naming them; directories: 2 + subdirectories);
 // xattrs and symlink targets belong to existing inodes; the inode-number
-// counter is above every inode; no segment has a damaged header or belongs
-// to another store (vlog::ValueLog::ForeignSegments); and, after
+// counter is above every inode; no segment has a damaged header, belongs
+// to another store or has another segment's name
+// (vlog::ValueLog::SetAsideSegments); and, after
 // a clean unmount, the persisted per-segment live counters equal a recount;
 // and that the superblock's copy (fs/superblock_copy.h) matches the record.
 // Corruption reported by LevelDB while scanning is a finding too (the scan
@@ -61,6 +62,7 @@ enum class FsckKind {
   kSymlinkSize,          // ino; value: the target's length
   kSegmentDamaged,       // value: segment id (bad header)
   kSegmentForeign,       // value: segment id (its header names another store)
+  kSegmentMisnamed,      // value: segment id (its header names another segment)
   kSegmentCounters,      // persisted live counters differ from the recount
   kSuperblockCopy,       // STORE/superblock missing, damaged or out of date (a
                          // note: a store opened for writing rewrites it)

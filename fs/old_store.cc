@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fs/store.h"
 #include "vlog/format.h"
 
 namespace sepfs::fs {
@@ -152,7 +153,7 @@ Status OldStore::Find(const std::string& dir, std::unique_ptr<OldStore>* out) {
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(root.List(dir, &names));
   for (const auto& n : names) {
-    if (n == "lost+found") continue;
+    if (n == "lost+found" || n == kSetAsideDirName) continue;
     if (IsTopFileName(n)) {
       if (!root.IsRegular(n)) return NotAStore(dir, n);
       root.files.push_back(n);

@@ -23,8 +23,10 @@ class OldStore {
   // Lists dir. A store's names are LOCK, sepfs.log and superblock(.tmp)
   // (regular files), meta/ (LevelDB's file names, and lost/ of them, which
   // leveldb::RepairDB fills) and vlog/ (segment and kept-file names):
-  // regular files only, no other subdirectories, no links. lost+found (a disk's root) is not
-  // counted and stays. Anything else is EEXIST naming it.
+  // regular files only, no other subdirectories, no links. lost+found (a
+  // disk's root) and set-aside-segments (other stores' segments repair
+  // moved there: fs/store.h) are not counted and stay. Anything else is
+  // EEXIST naming it.
   static Status Find(const std::string& dir, std::unique_ptr<OldStore>* out);
   ~OldStore();
 

@@ -76,7 +76,7 @@ std::string TypeName(uint32_t mode) {
 
 // Repair opens a store holding other stores' segments, to move them out.
 StoreOptions ForRepair(StoreOptions o) {
-  o.allow_foreign_segments = true;
+  o.allow_set_aside_segments = true;
   return o;
 }
 
@@ -140,9 +140,15 @@ class Repairer {
   Status FixPointers(uint64_t ino, const std::map<uint64_t, std::string>& drop,
                      uint64_t min_size, uint64_t* dropped, uint64_t* old_blocks,
                      uint64_t* new_blocks, uint64_t* old_size);
-  // Moves foreign segment `id` to ForeignSegmentDir, under a name no file
-  // there has yet.
-  Status MoveForeignSegment(uint32_t id);
+  // Moves segment file `id` (set aside, or damaged) to SetAsideDir, under
+  // a name no file there has yet; *to: the name.
+  Status MoveOut(uint32_t id, std::string* to);
+  // Gives renamed segment files the names their headers give them, and
+  // opens the store again if any was.
+  Status NameSegmentsBack();
+  // Corruption when the log sets segments aside as other stores' and no
+  // segment names the superblock's uuid: the uuid may be what is wrong.
+  Status TrustStoreId() const;
   Status LostFound(uint64_t* ino);
   Status MoveToLostFound(uint64_t ino, uint64_t links_seen, const std::string& break_key);
   Status RewriteCounters(bool asked);
@@ -813,8 +819,12 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   // above.
   for (const auto& f : r.findings) {
     if (f.kind != FsckKind::kSegmentForeign) continue;
-    Status st = MoveForeignSegment(static_cast<uint32_t>(f.value));
-    if (!st.ok() && progress_) {
+    std::string to;
+    Status st = MoveOut(static_cast<uint32_t>(f.value), &to);
+    if (st.ok()) {
+      Change("moved " + vlog::SegmentFileName(static_cast<uint32_t>(f.value)) + " to " + to +
+             " (another store's segment; its records are not this store's data)");
+    } else if (progress_) {
       progress_("cannot move foreign segment " + std::to_string(f.value) + ": " + st.ToString());
     }
   }
@@ -822,20 +832,21 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   // Damaged segment headers (after a verified check, the pointers that
   // remain are exactly those counted live, their records verified one by
   // one): a segment that still holds live records gets a new header, one
-  // that holds none is deleted.
+  // that holds none is moved out (never deleted: what it is is not known).
   if (verified) {
     for (const auto& f : r.findings) {
       if (f.kind != FsckKind::kSegmentDamaged) continue;
       const auto id = static_cast<uint32_t>(f.value);
       const bool live = r.live.count(id) != 0;
-      Status st = live ? store_->vlog()->RewriteHeader(id) : store_->vlog()->DeleteSegment(id);
+      std::string to;
+      Status st = live ? store_->vlog()->RewriteHeader(id) : MoveOut(id, &to);
       if (st.ok()) {
         Change(live ? "rewrote the damaged header of segment " + std::to_string(id) +
                           " (its live records verify)"
-                    : "deleted segment " + std::to_string(id) +
+                    : "moved segment " + std::to_string(id) + " to " + to +
                           " (damaged header; no pointer names it any more)");
       } else if (progress_) {
-        progress_(std::string(live ? "cannot rewrite the header of" : "cannot delete") +
+        progress_(std::string(live ? "cannot rewrite the header of" : "cannot move out") +
                   " damaged segment " + std::to_string(id) + ": " + st.ToString());
       }
     }
@@ -845,22 +856,66 @@ Status Repairer::Apply(const FsckReport& r, bool verified, bool* changed) {
   return Status::OK();
 }
 
-Status Repairer::MoveForeignSegment(uint32_t id) {
-  vlog::StoreId owner{};
-  for (const auto& f : store_->vlog()->ForeignSegments()) {
-    if (f.id == id) owner = f.store_id;
-  }
-  const std::string dir = ForeignSegmentDir(store_->io_dir());
+Status Repairer::MoveOut(uint32_t id, std::string* shown) {
+  const std::string dir = SetAsideDir(store_->io_dir());
   Status st = env_->CreateDir(dir);
   if (!st.ok() && st.err() != EEXIST) return st;
   const std::string name = vlog::SegmentFileName(id);
   std::string to = dir + "/" + name;
-  for (int n = 1; env_->Exists(to).ok(); ++n) to = dir + "/" + name + "." + std::to_string(n);
-  SEPFS_RETURN_IF_ERROR(store_->vlog()->MoveForeignSegment(id, to));
-  Change("moved segment " + std::to_string(id) + " of store " + vlog::StoreIdHex(owner) +
-         " to " + ForeignSegmentDir(dir_) + to.substr(dir.size()) +
-         " (another store's segment; its records are not this store's data)");
+  for (int n = 1;; ++n) {
+    st = store_->vlog()->MoveOut(id, to);
+    if (st.err() != EEXIST) break;
+    to = dir + "/" + name + "." + std::to_string(n);
+  }
+  SEPFS_RETURN_IF_ERROR(st);
+  *shown = SetAsideDir(dir_) + to.substr(dir.size());
   return Status::OK();
+}
+
+Status Repairer::NameSegmentsBack() {
+  bool renamed = false;
+  for (const auto& s : store_->vlog()->SetAsideSegments()) {
+    if (s.why != vlog::SetAsideSegment::Why::kMisnamed) continue;
+    const std::string file = vlog::SegmentFileName(s.id);
+    const std::string what =
+        "segment file " + file + ": " + DescribeSetAside(s, store_->super().uuid);
+    FsckFinding f{FsckKind::kSegmentMisnamed, true, 0, 0, s.id, "", what};
+    rep_->before.errors.push_back(f.message);
+    rep_->before.findings.push_back(std::move(f));
+    Status st = store_->vlog()->NameBack(s.id);
+    if (st.ok()) {
+      renamed = true;
+      Change("renamed " + file + " to " + vlog::SegmentFileName(s.header_id) +
+             ", the name its header gives it");
+      continue;
+    }
+    if (st.err() != EEXIST) return st;
+    std::string to;
+    SEPFS_RETURN_IF_ERROR(MoveOut(s.id, &to));
+    Change("moved " + file + " to " + to + " (its header names segment " +
+           std::to_string(s.header_id) + ", and a file has that name)");
+  }
+  return renamed ? OpenStore() : Status::OK();
+}
+
+Status Repairer::TrustStoreId() const {
+  const std::vector<vlog::SetAsideSegment> aside = store_->vlog()->SetAsideSegments();
+  const vlog::SetAsideSegment* foreign = nullptr;
+  for (const auto& s : aside) {
+    if (s.why != vlog::SetAsideSegment::Why::kMisnamed && foreign == nullptr) foreign = &s;
+  }
+  if (foreign == nullptr) return Status::OK();
+  const vlog::StoreId own = StoreIdOf(store_->super());
+  for (const auto& s : store_->vlog()->Segments()) {
+    if (s.store_id == own) return Status::OK();
+  }
+  return Status::Corruption(
+      "no segment names this store's uuid " + store_->super().uuid + ", and " +
+      vlog::SegmentFileName(foreign->id) + " names store " +
+      vlog::StoreIdHex(foreign->store_id) + ": the superblock's uuid may be what is wrong, so " +
+      "the repair changed nothing (moving those segments out would drop every pointer into " +
+      "them); move the segments that are not this store's out of " + VlogDir(dir_) +
+      " and run it again");
 }
 
 // The persisted counts are the last checkpoint plus the journal entries
@@ -985,6 +1040,9 @@ Status Repairer::Salvage(const FsckReport& first, bool* any) {
 
 Status Repairer::Run() {
   SEPFS_RETURN_IF_ERROR(OpenStore());
+  // Renamed segments first: the check would drop the pointers into them.
+  SEPFS_RETURN_IF_ERROR(NameSegmentsBack());
+  SEPFS_RETURN_IF_ERROR(TrustStoreId());
   FsckReport r;
   SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));
   bool corrupt = false;

@@ -23,10 +23,17 @@
 //   symlink without target delete the inode (its entries go next pass)
 //   symlink size wrong     set it to the target's length
 //   inode counter too low  raise it above every inode
-//   damaged segment header delete the segment once no pointer names it
+//   damaged segment header move the segment to SetAsideDir once no
+//                          pointer names it
 //   segment of another store (its header names another store id)
-//                          move its file to ForeignSegmentDir (the
-//                          pointers into it go as into a missing segment)
+//                          move its file to SetAsideDir (the
+//                          pointers into it go as into a missing segment);
+//                          refused, changing nothing, when no segment
+//                          names this store's uuid (then the uuid may be
+//                          what is wrong)
+//   segment file renamed (its header names another segment of this store)
+//                          give it that name back, before any check; move
+//                          it to SetAsideDir if a file has that name
 //   persisted segment live counters (clean store) rewrite from a recount
 //   LevelDB corruption     leveldb::RepairDB on STORE/meta, then all above
 //   superblock record lost or undecodable   written from STORE/superblock,

@@ -109,7 +109,7 @@ vlog::StoreId StoreIdOf(const kv::Superblock& sb) {
   return id;
 }
 
-std::string ForeignSegmentDir(const std::string& store) { return store + "/foreign-segments"; }
+std::string SetAsideDir(const std::string& store) { return store + "/" + kSetAsideDirName; }
 
 std::string NewStoreUuid() {
   std::random_device rd;
@@ -297,7 +297,7 @@ Status Store::OpenParts(const StoreOptions& options) {
   vo.store_id = StoreIdOf(super_);
   vo.dir_in_messages = VlogDir(dir_);
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
-  if (!options.allow_foreign_segments) SEPFS_RETURN_IF_ERROR(RefuseForeignSegments());
+  if (!options.allow_set_aside_segments) SEPFS_RETURN_IF_ERROR(RefuseSetAsideSegments());
   if (!vo.version2_headers && !options.read_only && HoldsRecycledSegments()) {
     // Written by the binaries of 2026-11-24, which recycled files in stores
     // of format 3: such a store is of format 4 already, so say so (and let
@@ -314,21 +314,30 @@ Store::DirFd::~DirFd() {
   if (fd >= 0) ::close(fd);
 }
 
-Status Store::RefuseForeignSegments() const {
-  const std::vector<vlog::ForeignSegment> foreign = vlog_->ForeignSegments();
-  if (foreign.empty()) return Status::OK();
-  const vlog::ForeignSegment& f = foreign.front();
-  const bool one = foreign.size() == 1;
-  const std::string file = vlog::SegmentFileName(f.id);
-  const std::string of = "store " + vlog::StoreIdHex(f.store_id) + "; this store is " + super_.uuid;
+std::string DescribeSetAside(const vlog::SetAsideSegment& s, const std::string& uuid) {
+  using Why = vlog::SetAsideSegment::Why;
+  if (s.why == Why::kMisnamed) {
+    return "carries the header of segment " + std::to_string(s.header_id) +
+           " (renamed?), so it is read as neither";
+  }
+  return "belongs to another sepfs store (" + vlog::StoreIdHex(s.store_id) +
+         (s.why == Why::kForeignDamaged ? ", by the store id in its damaged header" : "") +
+         "; this store is " + uuid + "), so its records are not this store's data";
+}
+
+Status Store::RefuseSetAsideSegments() const {
+  const std::vector<vlog::SetAsideSegment> aside = vlog_->SetAsideSegments();
+  if (aside.empty()) return Status::OK();
+  const std::string first =
+      VlogDir(dir_) + "/" + vlog::SegmentFileName(aside.front().id) + " " +
+      DescribeSetAside(aside.front(), super_.uuid);
+  const bool one = aside.size() == 1;
   return Status::Corruption(
-      (one ? VlogDir(dir_) + "/" + file + " belongs to another sepfs store (" + of +
-                 "), so its records are not this store's data: move it"
-           : std::to_string(foreign.size()) + " files in " + VlogDir(dir_) +
-                 " belong to other sepfs stores (the first: " + file + ", of " + of +
-                 "), so their records are not this store's data: move them") +
-      " out of " + VlogDir(dir_) + ", or run sepfs fsck --repair " + dir_ + ", which moves " +
-      (one ? "it" : "them") + " to " + ForeignSegmentDir(dir_));
+      (one ? first : std::to_string(aside.size()) + " segment files are not served (the first: " +
+                         first + ")") +
+      ": run sepfs fsck --repair " + dir_ + ", which gives renamed segments their names back " +
+      "and moves other stores' to " + SetAsideDir(dir_) + " (or move " + (one ? "it" : "them") +
+      " out of " + VlogDir(dir_) + " yourself)");
 }
 
 bool Store::HoldsRecycledSegments() const {

@@ -5,8 +5,9 @@
 //   meta/  the metadata LSM (LevelDB)
 //   vlog/  value-log segments
 //   superblock  a copy of the superblock record (fs/superblock_copy.h)
-//   foreign-segments/  segment files of other stores found in vlog/, moved
-//          there by fsck --repair (only if there were any)
+//   set-aside-segments/  segment files fsck --repair moved out of vlog/:
+//          other stores', renamed ones whose own name is taken, damaged
+//          ones no pointer names (only if there were any)
 // Everything is created owner-only (0700 / 0600) whatever the umask.
 #pragma once
 
@@ -64,10 +65,11 @@ struct StoreOptions {
   // while open stays the one used, and whatever takes its old path is never
   // touched (the mount sets it; messages still name the path given).
   bool pin_directory = false;
-  // Open a store whose vlog/ holds segments of another store
-  // (vlog::ValueLog::ForeignSegments), for fsck to report them and repair
-  // to move them out. Otherwise Open refuses it (Corruption naming them).
-  bool allow_foreign_segments = false;
+  // Open a store whose vlog/ holds segment files the log set aside (another
+  // store's, or renamed: vlog::ValueLog::SetAsideSegments), for fsck to
+  // report them and repair to move or rename them. Otherwise Open refuses
+  // it (Corruption naming them).
+  bool allow_set_aside_segments = false;
 };
 
 constexpr double kCommandLockWait = 60;
@@ -108,7 +110,7 @@ class Store {
   // metadata, the superblock (and its copy), the vLog.
   Status OpenParts(const StoreOptions& options);
   // Corruption naming the vLog's foreign segments, if it has any.
-  Status RefuseForeignSegments() const;
+  Status RefuseSetAsideSegments() const;
   // Some segment file has a recycled (version 2) header.
   bool HoldsRecycledSegments() const;
   // Writes the superblock with format `version`, durably, and logs it.
@@ -145,7 +147,11 @@ std::string NewStoreUuid();
 // unknown if the uuid is not 16 bytes in hex.
 vlog::StoreId StoreIdOf(const kv::Superblock& sb);
 // Where repair puts segments of other stores found in vlog/.
-std::string ForeignSegmentDir(const std::string& store);
+inline constexpr char kSetAsideDirName[] = "set-aside-segments";
+std::string SetAsideDir(const std::string& store);
+// Why segment file s is set aside, for messages: "belongs to another sepfs
+// store (...)", "carries the header of segment N ...". uuid: this store's.
+std::string DescribeSetAside(const vlog::SetAsideSegment& s, const std::string& uuid);
 // True when dir looks like a store (has meta/CURRENT).
 bool LooksLikeStore(Env* env, const std::string& dir);
 // True when dir has no meta/CURRENT but a meta/ and a superblock copy or a

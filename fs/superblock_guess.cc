@@ -59,6 +59,7 @@ Status SuperblockEvidence::ScanMetadata(kv::MetaStore* meta) {
           longest_inline_ = std::max(longest_inline_, v.length());
         } else {
           furthest_end_ = std::max(furthest_end_, v.ptr.offset + v.ptr.record_size());
+          samples_.try_emplace(v.ptr.segment, Sample{v.ptr, ino, block});
         }
         if (block > 0 && sizes.count(ino)) last[ino] = std::max(last[ino], block);
         return true;
@@ -70,7 +71,8 @@ Status SuperblockEvidence::ScanMetadata(kv::MetaStore* meta) {
 Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) {
   std::vector<std::string> names;
   SEPFS_RETURN_IF_ERROR(env->ListDir(VlogDir(store), &names));
-  std::map<vlog::StoreId, uint64_t> ids;
+  std::map<vlog::StoreId, uint64_t> ids;       // segment headers naming each
+  std::map<vlog::StoreId, uint64_t> verified;  // ... where a pointer's record verifies
   for (const std::string& name : names) {
     uint32_t id = 0;
     const bool segment = vlog::ParseSegmentFileName(name, &id);
@@ -89,15 +91,38 @@ Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) 
     if (segment && f->Read(0, sizeof(raw), raw, &got).ok() && got == sizeof(raw) &&
         vlog::DecodeSegmentHeader(raw, &h).ok() && vlog::KnownStoreId(h.store_id)) {
       ids[h.store_id]++;
+      auto s = samples_.find(id);
+      if (s != samples_.end() && RecordVerifies(f.get(), s->second.ptr, s->second.ino,
+                                                s->second.block)) {
+        verified[h.store_id]++;
+      }
+    }
+  }
+  uint64_t most = 0;
+  for (const auto& [id, n] : verified) {
+    if (n > most) {
+      most = n;
+      store_id_ = id;
+      store_id_verified_ = true;
     }
   }
   for (const auto& [id, n] : ids) {
-    if (n > store_id_segments_) {
-      store_id_ = id;
-      store_id_segments_ = n;
-    }
+    if (!store_id_verified_ && n > store_id_segments_) store_id_ = id;
+    if (id == store_id_) store_id_segments_ = n;
   }
   return Status::OK();
+}
+
+bool SuperblockEvidence::RecordVerifies(File* f, const vlog::BlockPtr& p, uint64_t ino,
+                                        uint64_t block) {
+  std::string raw(p.record_size(), '\0');
+  size_t got = 0;
+  vlog::RecordHeader h;
+  return f->Read(p.offset, raw.size(), raw.data(), &got).ok() && got == raw.size() &&
+         vlog::DecodeRecordHeader(raw.data(), &h).ok() && h.inode == ino && h.block == block &&
+         h.data_len == p.length &&
+         vlog::VerifyRecord(raw.data(), h,
+                            std::string_view(raw).substr(vlog::kRecordHeaderSize)).ok();
 }
 
 uint64_t SuperblockEvidence::Violations(uint64_t bs) const {
@@ -156,7 +181,9 @@ Status SuperblockEvidence::Guess(kv::Superblock* sb, std::string* how) const {
          "(a limit the store had is not recorded anywhere else), " +
          (store_id_segments_ > 0
               ? "uuid " + out.uuid + " (what " + std::to_string(store_id_segments_) +
-                    " segment headers name)"
+                    " segment headers name" +
+                    (store_id_verified_ ? ", where the block pointers' records verify" : "") +
+                    ")"
               : std::string("a new uuid (no segment header names one)")) +
          ", format " +
          std::to_string(out.version);
@@ -178,10 +205,10 @@ Status SuperblockEvidence::Check(const kv::Superblock& copy) const {
                                    std::to_string(v) + " files would have blocks past their end");
   }
   if (store_id_segments_ > 0 && StoreIdOf(copy) != store_id_) {
-    return Status::InvalidArgument("its uuid " + copy.uuid + " is not the store id " +
-                                   vlog::StoreIdHex(store_id_) + " that " +
-                                   std::to_string(store_id_segments_) +
-                                   " segment headers name");
+    return Status::InvalidArgument(
+        "its uuid " + copy.uuid + " is not the store id " + vlog::StoreIdHex(store_id_) +
+        " that " + std::to_string(store_id_segments_) + " segment headers name" +
+        (store_id_verified_ ? " (where the block pointers' records verify)" : ""));
   }
   return Status::OK();
 }

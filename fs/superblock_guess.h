@@ -16,14 +16,18 @@
 // power of two above the longest segment file or record end if that is
 // more; inline limit the default for the block size, or the longest inline
 // value if that is more (and valid); no capacity limit (a limit the store
-// had is recorded nowhere else); the creation time now, the store id most
-// segment headers carry as the uuid (a new one if none carries one), and
+// had is recorded nowhere else); the creation time now, as the uuid the
+// store id of the segments the block pointers lead into (one pointer per
+// segment: its record must verify there), else the one most segment
+// headers carry (segments planted from another store can outnumber the
+// store's own), else a new one; and
 // this binary's format, which reads every older store (older binaries then
 // refuse it).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -48,9 +52,9 @@ class SuperblockEvidence {
   Status Guess(kv::Superblock* sb, std::string* how) const;
 
   // OK when copy's block size is one the records allow with no more
-  // violations than the best guess, and its uuid is the store id most
-  // segment headers carry (if any does); otherwise InvalidArgument saying
-  // why.
+  // violations than the best guess, and its uuid is the store id the
+  // guess takes (if any segment names one); otherwise InvalidArgument
+  // saying why.
   Status Check(const kv::Superblock& copy) const;
 
  private:
@@ -66,9 +70,22 @@ class SuperblockEvidence {
   uint64_t furthest_end_ = 0;    // end of the furthest record in its segment
   uint64_t longest_file_ = 0;    // of the segment files
   uint64_t segment_files_ = 0;
-  // The store id most segment headers carry (unknown if none), and how many.
+  // Whether the record block pointer p of (ino, block) names verifies in f.
+  static bool RecordVerifies(File* f, const vlog::BlockPtr& p, uint64_t ino, uint64_t block);
+
+  // One pointer into each segment: (pointer, inode, block).
+  struct Sample {
+    vlog::BlockPtr ptr;
+    uint64_t ino = 0;
+    uint64_t block = 0;
+  };
+  std::unordered_map<uint32_t, Sample> samples_;
+  // The store id the guess takes (unknown if no header names one), how
+  // many segment headers name it, and whether a pointer's record verified
+  // in one of them.
   vlog::StoreId store_id_{};
   uint64_t store_id_segments_ = 0;
+  bool store_id_verified_ = false;
   uint64_t values_ = 0;
   bool root_ = false;
   // Regular files with a block past block 0: (last block number, size).

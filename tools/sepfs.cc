@@ -90,8 +90,10 @@ constexpr const char* kFsckUsage =
     "             are dropped (the blocks become holes), bad entries deleted,\n"
     "             unreachable inodes moved to /lost+found, link counts set, orphans\n"
     "             reclaimed, counters rewritten, a damaged segment header rewritten\n"
-    "             (its records verify one by one), a segment file of another store\n"
-    "             moved to STORE/foreign-segments, a corrupt LevelDB rebuilt\n"
+    "             (its records verify one by one), a renamed segment file named\n"
+    "             back, a segment file of another store (or one with a damaged\n"
+    "             header no pointer names) moved to STORE/set-aside-segments, a\n"
+    "             corrupt LevelDB rebuilt\n"
     "             (leveldb::RepairDB), a lost superblock written back from its\n"
     "             copy or rebuilt; then checks again (-a, -p, -y: the same;\n"
     "             -n: check only, refused with any of them)\n"
@@ -355,7 +357,7 @@ int CmdFsck(const std::vector<std::string>& args) {
   fs::StoreOptions so;
   so.read_only = true;  // a check changes nothing
   so.lock_wait_sec = fs::kCommandLockWait;
-  so.allow_foreign_segments = true;  // a finding
+  so.allow_set_aside_segments = true;  // a finding
   Status st = fs::Store::Open(store, so, &s);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs fsck: %s\n", st.ToString().c_str());

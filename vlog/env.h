@@ -72,6 +72,8 @@ enum class OpenMode {
   kCreateExclusive  // read-write, EEXIST if present
 };
 
+enum class RenameMode { kReplace, kNoReplace };
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -84,7 +86,9 @@ class Env {
   virtual Status CreateDir(const std::string& path) = 0;  // EEXIST if present
   virtual Status RemoveFile(const std::string& path) = 0;
   virtual Status RemoveDir(const std::string& path) = 0;
-  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  // kNoReplace fails with EEXIST when `to` exists (a file that took the
+  // name is never clobbered).
+  virtual Status RenameFile(const std::string& from, const std::string& to, RenameMode mode) = 0;
   // Names in dir, without "." and "..", unsorted.
   virtual Status ListDir(const std::string& dir, std::vector<std::string>* names) = 0;
   // fsync of the directory itself, so new or removed entries are durable.
@@ -140,8 +144,8 @@ class EnvWrapper : public Env {
   Status CreateDir(const std::string& p) override { return target_->CreateDir(p); }
   Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
   Status RemoveDir(const std::string& p) override { return target_->RemoveDir(p); }
-  Status RenameFile(const std::string& f, const std::string& t) override {
-    return target_->RenameFile(f, t);
+  Status RenameFile(const std::string& f, const std::string& t, RenameMode m) override {
+    return target_->RenameFile(f, t, m);
   }
   Status ListDir(const std::string& d, std::vector<std::string>* n) override {
     return target_->ListDir(d, n);

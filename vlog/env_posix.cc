@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdio>  // renameat2
 #include <cstring>
 #include <string>
 
@@ -316,9 +317,22 @@ class PosixEnv final : public Env {
     return Status::OK();
   }
 
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-      return PosixError(errno, from, "rename to " + to);
+  Status RenameFile(const std::string& from, const std::string& to, RenameMode mode) override {
+    if (mode == RenameMode::kReplace) {
+      if (::rename(from.c_str(), to.c_str()) != 0) {
+        return PosixError(errno, from, "rename to " + to);
+      }
+      return Status::OK();
+    }
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return Status::OK();
+    }
+    if (errno != EINVAL && errno != ENOSYS) return PosixError(errno, from, "rename to " + to);
+    // A file system without RENAME_NOREPLACE: link(2) refuses an existing
+    // name too.
+    if (::link(from.c_str(), to.c_str()) != 0) return PosixError(errno, from, "link to " + to);
+    if (::unlink(from.c_str()) != 0) {
+      return PosixError(errno, from, "unlink after linking to " + to);
     }
     return Status::OK();
   }

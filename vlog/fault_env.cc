@@ -689,9 +689,10 @@ Status FaultInjectionEnv::RemoveDir(const std::string& p) {
                            &dropped);
 }
 
-Status FaultInjectionEnv::RenameFile(const std::string& f, const std::string& t) {
+Status FaultInjectionEnv::RenameFile(const std::string& f, const std::string& t,
+                                     RenameMode m) {
   bool dropped;
-  return model_->Rename(FaultScope::kVlog, f, t, [&] { return target()->RenameFile(f, t); },
+  return model_->Rename(FaultScope::kVlog, f, t, [&] { return target()->RenameFile(f, t, m); },
                         &dropped);
 }
 

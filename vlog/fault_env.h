@@ -189,7 +189,7 @@ class FaultInjectionEnv : public EnvWrapper {
   Status CreateDir(const std::string& p) override;
   Status RemoveFile(const std::string& p) override;
   Status RemoveDir(const std::string& p) override;
-  Status RenameFile(const std::string& f, const std::string& t) override;
+  Status RenameFile(const std::string& f, const std::string& t, RenameMode m) override;
   Status SyncDir(const std::string& d) override;
 
  private:

@@ -3,6 +3,7 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include <bit>
 #include <cstdio>
 #include <cstring>
 
@@ -99,6 +100,20 @@ Status DecodeSegmentHeader(const char* src, SegmentHeader* h) {
   h->base_seq = base_seq;
   std::memcpy(h->store_id.data(), src + kStoreIdOffset, kStoreIdSize);
   return Status::OK();
+}
+
+StoreId UncheckedStoreId(const char* header) {
+  StoreId id{};
+  if (Get32(header) == kSegmentMagic) std::memcpy(id.data(), header + kStoreIdOffset, kStoreIdSize);
+  return id;
+}
+
+bool FarApart(const StoreId& a, const StoreId& b) {
+  int bits = 0;
+  for (size_t i = 0; i < kStoreIdSize; ++i) {
+    bits += std::popcount(static_cast<unsigned>(a[i] ^ b[i]));
+  }
+  return KnownStoreId(a) && KnownStoreId(b) && bits > static_cast<int>(kStoreIdSize * 8 / 4);
 }
 
 std::string StoreIdHex(const StoreId& id) {

@@ -98,6 +98,14 @@ constexpr uint8_t kSegmentRewritten = 1;
 constexpr size_t kStoreIdSize = 16;
 using StoreId = std::array<uint8_t, kStoreIdSize>;
 inline bool KnownStoreId(const StoreId& id) { return id != StoreId{}; }
+// The store id at its place in a segment header whose checksum may have
+// failed, when the magic at least is intact; else unknown (zeros). Damage
+// may have changed it: see FarApart.
+StoreId UncheckedStoreId(const char* header);
+// Whether two known ids differ in more than a quarter of their bits. Two
+// stores' random ids differ in about half (64 +- 6 of 128); damage to one
+// id that left the header's magic intact flips few.
+bool FarApart(const StoreId& a, const StoreId& b);
 // Lowercase hex, as in the superblock's uuid.
 std::string StoreIdHex(const StoreId& id);
 // Parses 2 x kStoreIdSize hex digits; false (and *id unchanged) otherwise.

@@ -17,6 +17,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 
 #include "vlog/aligned_buffer.h"
@@ -139,8 +140,9 @@ class ValueLog::Impl {
   Status CutTornTailAt(uint32_t id, uint64_t offset, bool since_checkpoint);
   Status DeleteSegment(uint32_t id);
   Status RewriteHeader(uint32_t id);
-  std::vector<ForeignSegment> ForeignSegments() const;
-  Status MoveForeignSegment(uint32_t id, const std::string& to);
+  std::vector<SetAsideSegment> SetAsideSegments() const;
+  Status MoveOut(uint32_t id, const std::string& to);
+  Status NameBack(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
   void EnsureSeqAbove(uint64_t seq);
@@ -189,11 +191,12 @@ class ValueLog::Impl {
   std::string FreePathOf(uint32_t id) const { return dir_ + "/" + FreeFileName(id); }
   std::shared_ptr<Segment> Find(uint32_t id) const;
   std::vector<std::shared_ptr<Segment>> Snapshot() const;
-  Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out);
-  // seg's header names a store, and not this log's (Options::store_id).
-  bool Foreign(const Segment& seg) const {
-    return KnownStoreId(opt_.store_id) && KnownStoreId(seg.store_id) &&
-           seg.store_id != opt_.store_id;
+  // *aside is set (and *out null) for a file set aside (see Open).
+  Status OpenExisting(uint32_t id, std::shared_ptr<Segment>* out,
+                      std::optional<SetAsideSegment>* aside);
+  // A header that names store `id` is another store's.
+  bool Foreign(const StoreId& id) const {
+    return KnownStoreId(opt_.store_id) && KnownStoreId(id) && id != opt_.store_id;
   }
   Status LearnMaxSeq();
   // Truncates seg at offset, where a record torn by a crash starts.
@@ -269,7 +272,7 @@ class ValueLog::Impl {
     uint64_t bytes;  // its length
   };
   std::vector<FreeFile> free_files_;
-  std::map<uint32_t, ForeignSegment> foreign_;  // guarded by segs_mu_
+  std::map<uint32_t, SetAsideSegment> set_aside_;  // guarded by segs_mu_
 
   // Buffers for direct reads: kDirectBuffers at most, whatever the number
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
@@ -313,16 +316,24 @@ Status ValueLog::Impl::Load() {
     // the id of something else that took a segment's name.
     next_id_ = std::max<uint64_t>(next_id_, uint64_t{id} + 1);
     std::shared_ptr<Segment> seg;
-    Status st = OpenExisting(id, &seg);
+    std::optional<SetAsideSegment> aside;
+    Status st = OpenExisting(id, &seg, &aside);
     if (st.err() == EISDIR || st.err() == ENODEV) {
       Log(name + " ignored: " + st.ToString());
       continue;
     }
     SEPFS_RETURN_IF_ERROR(st);
-    if (seg != nullptr && Foreign(*seg)) {
-      Log(SegName(id) + " (" + PathOf(id) + ") belongs to store " + StoreIdHex(seg->store_id) +
-          ", not to this one (" + StoreIdHex(opt_.store_id) + "): left alone, never read");
-      foreign_[id] = ForeignSegment{id, seg->store_id, seg->size.load()};
+    if (aside.has_value()) {
+      Log(SegName(id) + " (" + ShownPathOf(id) + ") " +
+          (aside->why == SetAsideSegment::Why::kMisnamed
+               ? "carries the header of segment " + std::to_string(aside->header_id)
+               : "belongs to store " + StoreIdHex(aside->store_id) + ", not to this one (" +
+                     StoreIdHex(opt_.store_id) + ")" +
+                     (aside->why == SetAsideSegment::Why::kForeignDamaged
+                          ? " by the id in its damaged header"
+                          : "")) +
+          ": left alone, never read");
+      set_aside_[id] = *aside;
       continue;
     }
     if (seg != nullptr) segs_[id] = std::move(seg);
@@ -331,7 +342,8 @@ Status ValueLog::Impl::Load() {
   return LearnMaxSeq();
 }
 
-Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) {
+Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out,
+                                    std::optional<SetAsideSegment>* aside) {
   auto seg = std::make_shared<Segment>();
   seg->id = id;
   const std::string path = PathOf(id);
@@ -370,15 +382,24 @@ Status ValueLog::Impl::OpenExisting(uint32_t id, std::shared_ptr<Segment>* out) 
                   : seg->file->Read(0, kSegmentHeaderSize, raw, &got);
   if (st.ok() && got < kSegmentHeaderSize) st = Status::Corruption("short segment header");
   SegmentHeader h;
+  const bool whole = st.ok();
   if (st.ok()) st = DecodeSegmentHeader(raw, &h);
   // Whose it is counts first: another store's segment under another id is
-  // still another store's, not a damaged one of this store (Load sets it
-  // aside).
-  if (st.ok()) seg->store_id = h.store_id;
-  if (st.ok() && Foreign(*seg)) return Status::OK();
-  if (st.ok() && h.segment_id != id) {
-    st = Status::Corruption("header names segment " + std::to_string(h.segment_id));
+  // still another store's, not a damaged one of this store. A damaged
+  // header names another store only when its id is far from this one's
+  // (damage to this store's id flips few of its bits).
+  using Why = SetAsideSegment::Why;
+  const StoreId claimed = st.ok() ? h.store_id : whole ? UncheckedStoreId(raw) : StoreId{};
+  const bool foreign = st.ok() ? Foreign(claimed) : FarApart(claimed, opt_.store_id);
+  if (foreign || (st.ok() && h.segment_id != id)) {
+    *aside = SetAsideSegment{id, !foreign ? Why::kMisnamed
+                                 : st.ok() ? Why::kForeign
+                                           : Why::kForeignDamaged,
+                             claimed, st.ok() ? h.segment_id : 0, size};
+    out->reset();
+    return Status::OK();
   }
+  if (st.ok()) seg->store_id = h.store_id;
   if (!st.ok()) {
     seg->damage =
         Status::Corruption(SegName(id) + " (" + ShownPathOf(id) + ") is damaged: " + st.ToString());
@@ -459,10 +480,17 @@ Status ValueLog::Impl::LearnMaxSeq() {
 
 Status ValueLog::Impl::CreateSegment(Stream stream, std::shared_ptr<Segment>* out) {
   uint32_t id;
-  {
-    std::unique_lock lk(segs_mu_);
-    if (next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
-    id = static_cast<uint32_t>(next_id_++);
+  for (;;) {
+    {
+      std::unique_lock lk(segs_mu_);
+      if (next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
+      id = static_cast<uint32_t>(next_id_++);
+    }
+    // A file put in the directory since Open keeps its name: the id is
+    // skipped (creating and renaming never replace a file either).
+    if (!env_->Exists(PathOf(id)).ok()) break;
+    Log(ShownPathOf(id) + " appeared while the log was open: left alone, " + SegName(id) +
+        " skipped");
   }
   auto seg = std::make_shared<Segment>();
   seg->id = id;
@@ -535,7 +563,7 @@ bool ValueLog::Impl::Recycle(uint32_t id, Stream stream, std::unique_ptr<File>* 
   }
   bool renamed = false;
   if (st.ok()) {
-    st = env_->RenameFile(from, to);
+    st = env_->RenameFile(from, to, RenameMode::kNoReplace);
     renamed = st.ok();
   }
   if (st.ok()) st = env_->OpenFile(to, OpenMode::kReadWrite, file);
@@ -1033,6 +1061,7 @@ std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
     info.create_time = seg->create_time;
     info.max_seq = seg->max_seq.load(std::memory_order_relaxed);
     info.recycled = seg->recycled();
+    info.store_id = seg->store_id;
     out.push_back(info);
   }
   return out;
@@ -1194,7 +1223,7 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
   const std::string path = PathOf(id);
   Status st;
   if (keep) {
-    st = env_->RenameFile(path, FreePathOf(id));
+    st = env_->RenameFile(path, FreePathOf(id), RenameMode::kNoReplace);
     if (st.ok()) {
       std::unique_lock lk(segs_mu_);
       free_files_.push_back({id, seg->size.load()});
@@ -1256,7 +1285,8 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   // A fresh Segment (its fixed fields are never changed once published),
   // with the counters of the old one.
   std::shared_ptr<Segment> fresh;
-  SEPFS_RETURN_IF_ERROR(OpenExisting(id, &fresh));
+  std::optional<SetAsideSegment> aside;
+  SEPFS_RETURN_IF_ERROR(OpenExisting(id, &fresh, &aside));
   if (fresh == nullptr || fresh->damaged()) {
     return Status::Corruption(SegName(id) + ": header still damaged after rewriting it");
   }
@@ -1272,20 +1302,42 @@ Status ValueLog::Impl::RewriteHeader(uint32_t id) {
   return Status::OK();
 }
 
-std::vector<ForeignSegment> ValueLog::Impl::ForeignSegments() const {
+std::vector<SetAsideSegment> ValueLog::Impl::SetAsideSegments() const {
   std::shared_lock lk(segs_mu_);
-  std::vector<ForeignSegment> out;
-  for (const auto& [id, f] : foreign_) out.push_back(f);
+  std::vector<SetAsideSegment> out;
+  for (const auto& [id, f] : set_aside_) out.push_back(f);
   return out;
 }
 
-Status ValueLog::Impl::MoveForeignSegment(uint32_t id, const std::string& to) {
-  std::unique_lock lk(segs_mu_);
-  if (foreign_.count(id) == 0) return Status::NotFound(SegName(id) + ": not a foreign segment");
-  SEPFS_RETURN_IF_ERROR(env_->RenameFile(PathOf(id), to));
-  foreign_.erase(id);
+Status ValueLog::Impl::MoveOut(uint32_t id, const std::string& to) {
+  std::shared_ptr<Segment> damaged;
+  {
+    std::unique_lock lk(segs_mu_);
+    auto it = segs_.find(id);
+    if (it != segs_.end() && it->second->damaged()) damaged = it->second;
+    if (damaged == nullptr && set_aside_.count(id) == 0) {
+      return Status::NotFound(SegName(id) + ": neither set aside nor damaged");
+    }
+    SEPFS_RETURN_IF_ERROR(env_->RenameFile(PathOf(id), to, RenameMode::kNoReplace));
+    set_aside_.erase(id);
+    if (damaged != nullptr) segs_.erase(id);
+  }
   const size_t slash = to.rfind('/');
   if (slash != std::string::npos) SEPFS_RETURN_IF_ERROR(env_->SyncDir(to.substr(0, slash)));
+  return env_->SyncDir(dir_);
+}
+
+Status ValueLog::Impl::NameBack(uint32_t id) {
+  {
+    std::unique_lock lk(segs_mu_);
+    auto it = set_aside_.find(id);
+    if (it == set_aside_.end() || it->second.why != SetAsideSegment::Why::kMisnamed) {
+      return Status::NotFound(SegName(id) + ": not a misnamed segment");
+    }
+    SEPFS_RETURN_IF_ERROR(
+        env_->RenameFile(PathOf(id), PathOf(it->second.header_id), RenameMode::kNoReplace));
+    set_aside_.erase(it);
+  }
   return env_->SyncDir(dir_);
 }
 
@@ -1383,11 +1435,14 @@ uint32_t ValueLog::MaxSegmentId() const { return impl_->MaxSegmentId(); }
 void ValueLog::ReserveSegmentIds(uint32_t max_used) { impl_->ReserveSegmentIds(max_used); }
 Status ValueLog::DeleteSegment(uint32_t id) { return impl_->DeleteSegment(id); }
 Status ValueLog::RewriteHeader(uint32_t id) { return impl_->RewriteHeader(id); }
-std::vector<ForeignSegment> ValueLog::ForeignSegments() const {
-  return impl_->ForeignSegments();
+std::vector<SetAsideSegment> ValueLog::SetAsideSegments() const {
+  return impl_->SetAsideSegments();
 }
-Status ValueLog::MoveForeignSegment(uint32_t id, const std::string& to) {
-  return impl_->MoveForeignSegment(id, to);
+Status ValueLog::MoveOut(uint32_t id, const std::string& to) {
+  return impl_->MoveOut(id, to);
+}
+Status ValueLog::NameBack(uint32_t id) {
+  return impl_->NameBack(id);
 }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }

@@ -101,11 +101,19 @@ struct Options {
   std::string dir_in_messages;
 };
 
-// A segment file Open found that belongs to another store.
-struct ForeignSegment {
-  uint32_t id = 0;
-  StoreId store_id{};  // the store its header names
-  uint64_t size = 0;   // of the file
+// A segment file Open set aside instead of serving it (see Open).
+struct SetAsideSegment {
+  enum class Why {
+    kForeign,         // its header names another store
+    kForeignDamaged,  // its header fails its checksum, and the store id in
+                      // it is far from this store's (format.h: FarApart)
+    kMisnamed,        // its header is this store's, for another segment id
+  };
+  uint32_t id = 0;  // in its file name
+  Why why = Why::kForeign;
+  StoreId store_id{};      // the store its header names
+  uint32_t header_id = 0;  // the segment its header names (kMisnamed)
+  uint64_t size = 0;       // of the file
 };
 
 struct SegmentInfo {
@@ -122,6 +130,7 @@ struct SegmentInfo {
   // (the newest segment of each stream), from ScanSegment and from AddLive.
   uint64_t max_seq = 0;
   bool recycled = false;       // its file held an earlier segment (format.h: base_seq)
+  StoreId store_id{};          // from the header (zeros: unknown, or damaged)
 };
 
 struct Stats {
@@ -212,10 +221,13 @@ class ValueLog {
   // it) is removed, or with options.read_only left in place and skipped;
   // likewise a torn last record of a stream's newest segment is cut off
   // (CutTornTail), or with read_only left in place. A segment whose header
-  // names a store other than options.store_id (both known) is foreign: it
-  // is left alone and not opened as a segment (its records are never read,
-  // scanned or collected, its id never handed out), only listed by
-  // ForeignSegments(); a pointer into it reads as a missing segment.
+  // names a store other than options.store_id (both known) is foreign, and
+  // one whose header is this store's but names another segment id is
+  // misnamed (renamed by hand: a segment file never carries another
+  // segment's header otherwise). Either is set aside: left alone and not
+  // opened as a segment (its records are never read, scanned or collected,
+  // its id never handed out), only listed by SetAsideSegments(); a pointer
+  // into it reads as a missing segment.
   // Errors opening a segment file fail Open.
   static Status Open(const Options& options, const std::string& dir,
                      std::unique_ptr<ValueLog>* out);
@@ -388,13 +400,19 @@ class ValueLog {
   // Errors: NotFound, EBUSY for an open segment, I/O errors.
   Status RewriteHeader(uint32_t id);
 
-  // The foreign segments Open found (see Open), by id.
-  std::vector<ForeignSegment> ForeignSegments() const;
-  // Renames foreign segment `id`'s file to `to` (outside the segment
-  // directory, on the same file system), durably (both directories are
-  // synced), and forgets it. Errors: NotFound for an id that is not a
-  // foreign segment, I/O errors (then nothing changed).
-  Status MoveForeignSegment(uint32_t id, const std::string& to);
+  // The segments Open set aside (see Open), by id.
+  std::vector<SetAsideSegment> SetAsideSegments() const;
+  // Renames the file of set-aside or damaged segment `id` to `to` (outside
+  // the segment directory, on the same file system; never over an existing
+  // file), durably (both directories are synced), and forgets it. Offline
+  // repair only, for a damaged segment no pointer names. Errors: NotFound
+  // for an id that is neither, EEXIST, I/O errors (then nothing changed).
+  Status MoveOut(uint32_t id, const std::string& to);
+  // Gives misnamed segment `id` back the name its header gives it, durably,
+  // and forgets it: the log serves it once opened again. Errors: NotFound
+  // for an id that is not misnamed, EEXIST when a file has that name (then
+  // nothing changed), I/O errors.
+  Status NameBack(uint32_t id);
 
   // Writes out the append buffer of `stream` and closes its open segment
   // (it becomes sealed and collectable); the next Append to the stream

@@ -30,7 +30,7 @@ Status ReplaceWholeFile(Env* env, const std::string& path, const std::string& tm
     SEPFS_RETURN_IF_ERROR(f->Write(0, data));
     SEPFS_RETURN_IF_ERROR(f->Sync());
   }
-  if (Status st = env->RenameFile(tmp, path); !st.ok()) {
+  if (Status st = env->RenameFile(tmp, path, RenameMode::kReplace); !st.ok()) {
     (void)env->RemoveFile(tmp);  // e.g. a directory in path's place
     return st;
   }

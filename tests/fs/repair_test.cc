@@ -106,6 +106,22 @@ class RepairTest : public FsTest {
   }
 
   // A file `name` in the root holding data, written, and the store closed.
+  // Another store (STORE-other), of the same block size, in which file "f"
+  // gets inode ino, with blocks 0 and 1 from Payload(seed); *path: its
+  // segment file seg.
+  void OtherStoresSegment(uint64_t ino, uint32_t seg, int seed, std::string* path) {
+    const std::string other = store_dir_ + "-other";
+    MkfsOptions mo;
+    mo.block_size = block_size();
+    ASSERT_OK(Mkfs(other, mo));
+    ASSERT_OK(Filesystem::Open(other, fs_options(), &fs_));
+    ASSERT_EQ(Create(kRoot, "f"), ino);
+    WriteFile(ino, Payload(seed, 2 * block_size()));
+    CloseFs();
+    *path = VlogDir(other) + "/" + vlog::SegmentFileName(seg);
+    ASSERT_TRUE(std::filesystem::exists(*path));
+  }
+
   uint64_t CreateFileAndClose(const std::string& name, const std::string& data) {
     const uint64_t ino = Create(kRoot, name);
     WriteFile(ino, data);
@@ -673,8 +689,9 @@ TEST_F(RepairTest, DamagedSegmentHeaderIsRewrittenAndItsRecordsKept) {
 }
 
 // When the records behind a damaged header are bad too, their pointers are
-// dropped (the blocks read as holes), and then the segment is deleted.
-TEST_F(RepairTest, DamagedSegmentIsDeletedAfterItsBadRecords) {
+// dropped (the blocks read as holes), and then the segment is moved out of
+// the log (not deleted: what a file with a damaged header is, is not known).
+TEST_F(RepairTest, DamagedSegmentIsMovedOutAfterItsBadRecords) {
   const uint64_t f = Create(kRoot, "f");
   WriteFile(f, Payload(11, 2 * block_size()));
   CloseFs();
@@ -688,10 +705,13 @@ TEST_F(RepairTest, DamagedSegmentIsDeletedAfterItsBadRecords) {
   RepairClean(&rep);
   EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentDamaged));
   EXPECT_TRUE(HasKind(rep.before, FsckKind::kPointerBadRecord));
-  EXPECT_NE(Changes(rep).find("deleted segment " + std::to_string(seg) + " (damaged header"),
+  EXPECT_NE(Changes(rep).find("moved segment " + std::to_string(seg) + " to " +
+                              SetAsideDir(store_dir_) + "/" + vlog::SegmentFileName(seg) +
+                              " (damaged header"),
             std::string::npos)
       << Changes(rep);
   EXPECT_NE(::access(SegmentPath(seg).c_str(), F_OK), 0);
+  EXPECT_TRUE(std::filesystem::exists(SetAsideDir(store_dir_) + "/" + vlog::SegmentFileName(seg)));
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   EXPECT_TRUE(ReadAll(f) == std::string(2 * block_size(), '\0'));
 }
@@ -1039,6 +1059,11 @@ TEST_F(RepairTest, AnotherStoresSegmentIsRefusedThenMovedOutNeverServed) {
   const std::string mine = Payload(50, 3 * bs);
   const uint64_t f = CreateFileAndClose("f", mine);
   const uint32_t seg = Pointer(f, 0).segment;
+  // A second segment of this store, which its repair trusts the uuid by.
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  const std::string kept = Payload(52, bs);
+  const uint64_t g = CreateFileAndClose("g", kept);
+  ASSERT_NE(Pointer(g, 0).segment, seg);
   const std::string other = store_dir_ + "-other";
   MkfsOptions mo;
   mo.block_size = bs;
@@ -1061,13 +1086,14 @@ TEST_F(RepairTest, AnotherStoresSegmentIsRefusedThenMovedOutNeverServed) {
   Status st = Filesystem::Open(store_dir_, fs_options(), &refused);
   ASSERT_TRUE(st.IsCorruption()) << st.ToString();
   for (const std::string& part :
-       {"2 files in " + VlogDir(store_dir_), std::string("belong to other sepfs stores"),
-        vlog::SegmentFileName(seg), std::string("sepfs fsck --repair ") + store_dir_,
-        ForeignSegmentDir(store_dir_)}) {
+       {std::string("2 segment files are not served"), VlogDir(store_dir_) + "/" +
+        vlog::SegmentFileName(seg) + " belongs to another sepfs store",
+        std::string("sepfs fsck --repair ") + store_dir_,
+        SetAsideDir(store_dir_)}) {
     EXPECT_NE(st.ToString().find(part), std::string::npos) << part << " in " << st.ToString();
   }
   StoreOptions so;
-  so.allow_foreign_segments = true;
+  so.allow_set_aside_segments = true;
   FsckReport check;
   RunFsck(&check, so);
   int foreign = 0;
@@ -1078,10 +1104,11 @@ TEST_F(RepairTest, AnotherStoresSegmentIsRefusedThenMovedOutNeverServed) {
   RepairClean(&rep);
   const std::string changes = Changes(rep);
   for (uint32_t id : {seg, planted}) {
-    EXPECT_NE(changes.find("moved segment " + std::to_string(id) + " of store "),
+    EXPECT_NE(changes.find("moved " + vlog::SegmentFileName(id) + " to " + SetAsideDir(store_dir_) +
+                           "/" + vlog::SegmentFileName(id) + " (another store's segment"),
               std::string::npos)
         << changes;
-    EXPECT_TRUE(std::filesystem::exists(ForeignSegmentDir(store_dir_) + "/" +
+    EXPECT_TRUE(std::filesystem::exists(SetAsideDir(store_dir_) + "/" +
                                         vlog::SegmentFileName(id)))
         << id;
   }
@@ -1091,6 +1118,109 @@ TEST_F(RepairTest, AnotherStoresSegmentIsRefusedThenMovedOutNeverServed) {
   ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
   EXPECT_EQ(Attr(f).size, mine.size());
   EXPECT_TRUE(ReadAll(f) == std::string(mine.size(), '\0'));  // holes, not their bytes
+  EXPECT_TRUE(ReadAll(g) == kept);
+}
+
+// A segment file renamed by hand was taken for a damaged segment: the
+// repair dropped every pointer into it and deleted it (a helper's probe).
+// The mount refuses it, and the repair gives it back the name its header
+// gives it before checking anything, so no pointer is lost; a copy whose
+// name is taken is moved out.
+TEST_F(RepairTest, RenamedSegmentIsNamedBackBeforeTheCheck) {
+  const std::string mine = Payload(55, 3 * block_size());
+  const uint64_t f = CreateFileAndClose("f", mine);
+  const uint32_t seg = Pointer(f, 0).segment;
+  const std::string copy = SegmentPath(seg + 31);
+  std::filesystem::copy_file(SegmentPath(seg), copy);
+  std::filesystem::rename(SegmentPath(seg), SegmentPath(seg + 30));
+
+  std::unique_ptr<Filesystem> refused;
+  Status st = Filesystem::Open(store_dir_, fs_options(), &refused);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.ToString().find(vlog::SegmentFileName(seg + 30) +
+                               " carries the header of segment " + std::to_string(seg)),
+            std::string::npos)
+      << st.ToString();
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_TRUE(HasKind(rep.before, FsckKind::kSegmentMisnamed));
+  EXPECT_FALSE(HasKind(rep.before, FsckKind::kPointerSegmentMissing));
+  const std::string changes = Changes(rep);
+  EXPECT_NE(changes.find("renamed " + vlog::SegmentFileName(seg + 30) + " to " +
+                         vlog::SegmentFileName(seg)),
+            std::string::npos)
+      << changes;
+  EXPECT_NE(changes.find("moved " + vlog::SegmentFileName(seg + 31) + " to " +
+                         SetAsideDir(store_dir_) + "/"),
+            std::string::npos)
+      << changes;
+  EXPECT_TRUE(std::filesystem::exists(SegmentPath(seg)));
+  EXPECT_FALSE(std::filesystem::exists(SegmentPath(seg + 30)));
+  EXPECT_FALSE(std::filesystem::exists(copy));
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == mine);
+}
+
+// Segments planted from another store can outnumber the store's own; the
+// rebuilt superblock took the uuid most headers named, and the repair then
+// moved the store's own segments out (a review). The uuid is the one of the
+// segments where the block pointers' records verify.
+TEST_F(RepairTest, RebuiltUuidIsTheOneThePointersLeadTo) {
+  const std::string mine = Payload(56, 2 * block_size());
+  const uint64_t f = CreateFileAndClose("f", mine);
+  const uint32_t seg = Pointer(f, 0).segment;
+  std::string theirs;
+  ASSERT_NO_FATAL_FAILURE(OtherStoresSegment(f, seg, 57, &theirs));
+  Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::SuperKey()); });
+  std::filesystem::remove(SuperblockCopyPath(store_dir_));
+  for (uint32_t i = 1; i <= 3; ++i) std::filesystem::copy_file(theirs, SegmentPath(seg + 20 * i));
+  RepairReport rep;
+  RepairClean(&rep);
+  EXPECT_NE(Changes(rep).find("where the block pointers' records verify"), std::string::npos)
+      << Changes(rep);
+  for (uint32_t i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(std::filesystem::exists(SetAsideDir(store_dir_) + "/" +
+                                        vlog::SegmentFileName(seg + 20 * i)));
+  }
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == mine);
+}
+
+// When no segment names the superblock's uuid while some name another
+// store, the uuid may be what is wrong (a review: the repair moved every
+// segment of the store out and dropped every pointer): the repair refuses,
+// changing nothing.
+TEST_F(RepairTest, RepairDoesNotMoveSegmentsWhenNoneNamesTheStore) {
+  const std::string mine = Payload(53, 2 * block_size());
+  const uint64_t f = CreateFileAndClose("f", mine);
+  const uint32_t seg = Pointer(f, 0).segment;
+  std::string theirs;
+  ASSERT_NO_FATAL_FAILURE(OtherStoresSegment(f, seg, 54, &theirs));
+  const std::string planted = SegmentPath(seg + 20);
+  std::filesystem::copy_file(theirs, planted);
+  // This store's own segment names no store (as one written before ids).
+  {
+    std::fstream io(SegmentPath(seg), std::ios::in | std::ios::out | std::ios::binary);
+    char raw[vlog::kSegmentHeaderSize];
+    io.read(raw, sizeof(raw));
+    vlog::SegmentHeader h;
+    ASSERT_OK(vlog::DecodeSegmentHeader(raw, &h));
+    h.store_id = vlog::StoreId{};
+    vlog::EncodeSegmentHeader(h, raw);
+    io.seekp(0);
+    io.write(raw, sizeof(raw));
+  }
+  RepairReport rep;
+  Status st = Repair(store_dir_, StoreOptions{}, &rep, nullptr);
+  ASSERT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.ToString().find("no segment names this store's uuid"), std::string::npos)
+      << st.ToString();
+  EXPECT_TRUE(rep.changes.empty()) << Changes(rep);
+  EXPECT_TRUE(std::filesystem::exists(planted));
+  EXPECT_FALSE(std::filesystem::exists(SetAsideDir(store_dir_)));
+  std::filesystem::remove(planted);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == mine);
 }
 
 // A sparse file's blocks and a file of one short block fit block sizes of

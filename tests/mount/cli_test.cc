@@ -99,7 +99,9 @@ class NoStoreTest : public MountFixture {
 
 // mkfs never deletes what is not a store's: a directory holding anything
 // else is refused, --force or not (a mistyped path must not cost a home
-// directory); a disk root's lost+found stays.
+// directory); a disk root's lost+found stays, and so do the segment files
+// repair set aside (other stores' data: a helper's probe found --force
+// refusing the store over them).
 TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirEvenForced) {
   ASSERT_SYS_OK(::mkdir(store().c_str(), 0700));
   ASSERT_NO_FATAL_FAILURE(WriteFile(store() + "/precious", "keep me"));
@@ -136,12 +138,16 @@ TEST_F(NoStoreTest, MkfsRefusesNonEmptyDirEvenForced) {
   EXPECT_EQ(ReadFile(P("inside")), "data");
   ASSERT_NO_FATAL_FAILURE(Unmount());
   Fsck();
-  // --force replaces it with an empty filesystem, and leaves lost+found.
+  ASSERT_SYS_OK(::mkdir((store() + "/set-aside-segments").c_str(), 0700));
+  ASSERT_NO_FATAL_FAILURE(WriteFile(store() + "/set-aside-segments/seg-00000007.vlog", "theirs"));
+  // --force replaces it with an empty filesystem, and leaves lost+found and
+  // set-aside-segments.
   r = RunSepfs({"mkfs", "--force", store()});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   ASSERT_NO_FATAL_FAILURE(Mount());
   EXPECT_NE(::access(P("inside").c_str(), F_OK), 0);
   EXPECT_EQ(ReadHostFile(store() + "/lost+found/#12"), "fsck's");
+  EXPECT_EQ(ReadHostFile(store() + "/set-aside-segments/seg-00000007.vlog"), "theirs");
 }
 
 TEST_F(NoStoreTest, MkfsRejectsSillyOptions) {
@@ -563,11 +569,14 @@ TEST_F(UnmountedTest, SegmentOfAnotherStoreRefusesTheMountUntilRepair) {
 
   CmdResult r = FsckResult();
   EXPECT_EQ(r.exit_code, 4) << r.Describe();
-  EXPECT_TRUE(Contains(r.out, "segment 99: belongs to another store")) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "segment file seg-00000099.vlog: belongs to another sepfs store"))
+      << r.Describe();
   r = FsckResult({"--repair"});
   EXPECT_EQ(r.exit_code, 1) << r.Describe();
-  EXPECT_TRUE(Contains(r.out, "moved segment 99 of store ")) << r.Describe();
-  EXPECT_TRUE(std::filesystem::exists(home + "/foreign-segments/seg-00000099.vlog"));
+  EXPECT_TRUE(Contains(r.out, "moved seg-00000099.vlog to " + home +
+                                  "/set-aside-segments/seg-00000099.vlog"))
+      << r.Describe();
+  EXPECT_TRUE(std::filesystem::exists(home + "/set-aside-segments/seg-00000099.vlog"));
   EXPECT_FALSE(std::filesystem::exists(planted));
   ASSERT_NO_FATAL_FAILURE(Mount());
   EXPECT_TRUE(ReadFile(P("f")) == mine);

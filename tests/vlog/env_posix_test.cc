@@ -272,9 +272,14 @@ TEST_F(EnvPosixTest, DirectoryOperations) {
   EXPECT_EQ(names, (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(env_->Exists(Path("d/x")).ok());
   EXPECT_TRUE(env_->Exists(Path("d/z")).IsNotFound());
-  ASSERT_TRUE(env_->RenameFile(Path("d/x"), Path("d/z")).ok());
+  ASSERT_TRUE(env_->RenameFile(Path("d/x"), Path("d/z"), RenameMode::kReplace).ok());
   EXPECT_TRUE(env_->Exists(Path("d/z")).ok());
-  EXPECT_EQ(env_->RenameFile(Path("d/x"), Path("d/w")).err(), ENOENT);
+  EXPECT_EQ(env_->RenameFile(Path("d/x"), Path("d/w"), RenameMode::kReplace).err(), ENOENT);
+  // kNoReplace leaves a file that has the name alone.
+  EXPECT_EQ(env_->RenameFile(Path("d/z"), Path("d/y"), RenameMode::kNoReplace).err(), EEXIST);
+  EXPECT_TRUE(env_->Exists(Path("d/z")).ok());
+  ASSERT_TRUE(env_->RenameFile(Path("d/z"), Path("d/v"), RenameMode::kNoReplace).ok());
+  ASSERT_TRUE(env_->RenameFile(Path("d/v"), Path("d/z"), RenameMode::kNoReplace).ok());
   ASSERT_TRUE(env_->SyncDir(Path("d")).ok());
   EXPECT_EQ(env_->RemoveDir(Path("d")).err(), ENOTEMPTY);
   ASSERT_TRUE(env_->RemoveFile(Path("d/z")).ok());

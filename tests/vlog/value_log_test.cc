@@ -1037,7 +1037,7 @@ TEST_F(ValueLogTest, HeadersNameTheStoreAndUnknownIdsAreAccepted) {
 
   options_.store_id = TestStoreId(0x11);
   OpenLog();
-  EXPECT_TRUE(vlog_->ForeignSegments().empty());
+  EXPECT_TRUE(vlog_->SetAsideSegments().empty());
   std::string got(6, '\0');
   ASSERT_TRUE(vlog_->Read(legacy, 1, 0, got.data()).ok());
   BlockPtr stamped;
@@ -1063,7 +1063,7 @@ TEST_F(ValueLogTest, HeadersNameTheStoreAndUnknownIdsAreAccepted) {
 
   options_.store_id = StoreId{};  // a log of no known store opens them all
   OpenLog();
-  EXPECT_TRUE(vlog_->ForeignSegments().empty());
+  EXPECT_TRUE(vlog_->SetAsideSegments().empty());
   EXPECT_EQ(SegmentMap().count(stamped.segment), 1u);
 }
 
@@ -1094,9 +1094,10 @@ TEST_F(ValueLogTest, AnotherStoresSegmentIsLeftAloneAndCanBeMovedOut) {
   std::filesystem::copy_file(other_dir + "/" + SegmentFileName(their_ptr.segment),
                              dir_ + "/" + SegmentFileName(planted));
   OpenLog();
-  const auto foreign = vlog_->ForeignSegments();
+  const auto foreign = vlog_->SetAsideSegments();
   ASSERT_EQ(foreign.size(), 1u);
   EXPECT_EQ(foreign[0].id, planted);
+  EXPECT_EQ(foreign[0].why, SetAsideSegment::Why::kForeign);
   EXPECT_EQ(foreign[0].store_id, TestStoreId(0xBB));
   EXPECT_EQ(foreign[0].size, std::filesystem::file_size(dir_ + "/" + SegmentFileName(planted)));
   EXPECT_EQ(SegmentMap().count(planted), 0u);
@@ -1114,13 +1115,130 @@ TEST_F(ValueLogTest, AnotherStoresSegmentIsLeftAloneAndCanBeMovedOut) {
   EXPECT_GT(next.segment, planted);
 
   const std::string aside = tmp_.path() + "/aside.vlog";
-  ASSERT_TRUE(vlog_->MoveForeignSegment(planted, aside).ok());
+  ASSERT_TRUE(vlog_->MoveOut(planted, aside).ok());
   EXPECT_TRUE(std::filesystem::exists(aside));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + SegmentFileName(planted)));
-  EXPECT_TRUE(vlog_->ForeignSegments().empty());
-  EXPECT_TRUE(vlog_->MoveForeignSegment(planted, aside).IsNotFound());
-  EXPECT_TRUE(vlog_->MoveForeignSegment(mine.segment, aside).IsNotFound());
+  EXPECT_TRUE(vlog_->SetAsideSegments().empty());
+  EXPECT_TRUE(vlog_->MoveOut(planted, aside).IsNotFound());
+  EXPECT_TRUE(vlog_->MoveOut(mine.segment, aside).IsNotFound());
   ASSERT_TRUE(vlog_->Read(mine, 7, 49, got.data()).ok());
+}
+
+// Flips bits of the header of segment file `path` at byte `at`.
+void FlipHeaderBits(const std::string& path, int at, char mask) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  const char c = static_cast<char>(f.get());
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ mask));
+}
+
+// A header that fails its checksum still tells whose it is when the store
+// id in it is far from this store's: another store's segment with a
+// damaged header is set aside, never served nor given this store's id by a
+// rewrite. A few flipped bits of this store's id are damage to this
+// store's header.
+TEST_F(ValueLogTest, DamagedHeaderOfAnotherStoresSegmentIsStillAnothers) {
+  const std::string other_dir = tmp_.path() + "/other";
+  Options other = options_;
+  other.store_id = TestStoreId(0x3C);
+  std::unique_ptr<ValueLog> theirs;
+  ASSERT_TRUE(ValueLog::Open(other, other_dir, &theirs).ok());
+  BlockPtr their_ptr;
+  ASSERT_TRUE(theirs->Append(Stream::kHot, 7, 0, "theirs", &their_ptr).ok());
+  theirs.reset();
+
+  options_.store_id = TestStoreId(0xC3);
+  OpenLog();
+  BlockPtr mine;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 7, 0, "mine", &mine).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  vlog_.reset();
+  const uint32_t planted = mine.segment + 10;
+  const std::string planted_path = dir_ + "/" + SegmentFileName(planted);
+  std::filesystem::copy_file(other_dir + "/" + SegmentFileName(their_ptr.segment), planted_path);
+  FlipHeaderBits(planted_path, 20, 0x40);  // create_time: the checksum fails
+  const std::string mine_path = dir_ + "/" + SegmentFileName(mine.segment);
+  FlipHeaderBits(mine_path, 33, 0x05);  // two bits of this store's id
+
+  OpenLog();
+  const auto aside = vlog_->SetAsideSegments();
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(aside[0].id, planted);
+  EXPECT_EQ(aside[0].why, SetAsideSegment::Why::kForeignDamaged);
+  EXPECT_EQ(aside[0].store_id, TestStoreId(0x3C));
+  EXPECT_EQ(SegmentMap().count(planted), 0u);
+  EXPECT_TRUE(vlog_->RewriteHeader(planted).IsNotFound());
+  ASSERT_TRUE(SegmentMap()[mine.segment].damaged);
+  std::string got(4, '\0');
+  ASSERT_TRUE(vlog_->Read(mine, 7, 0, got.data()).ok());
+  EXPECT_EQ(got, "mine");
+  ASSERT_TRUE(vlog_->RewriteHeader(mine.segment).ok());
+  vlog_.reset();
+  EXPECT_EQ(HeaderOf(mine_path).store_id, TestStoreId(0xC3));
+}
+
+// A segment file renamed by hand (its header names another segment of this
+// store) is neither read under its new name nor taken for damage: it is set
+// aside, and NameBack gives it its name back, never over another file.
+TEST_F(ValueLogTest, RenamedSegmentIsSetAsideAndNamedBack) {
+  options_.store_id = TestStoreId(0x5A);
+  OpenLog();
+  BlockPtr a, b;
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 1, 0, "first", &a).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kCold).ok());
+  ASSERT_TRUE(vlog_->Append(Stream::kCold, 2, 0, "second", &b).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kCold).ok());
+  vlog_.reset();
+  ASSERT_NE(a.segment, b.segment);
+  const std::string a_path = dir_ + "/" + SegmentFileName(a.segment);
+  const std::string moved = dir_ + "/" + SegmentFileName(b.segment + 20);
+  std::filesystem::rename(a_path, moved);
+
+  OpenLog();
+  auto aside = vlog_->SetAsideSegments();
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(aside[0].id, b.segment + 20);
+  EXPECT_EQ(aside[0].why, SetAsideSegment::Why::kMisnamed);
+  EXPECT_EQ(aside[0].header_id, a.segment);
+  EXPECT_EQ(SegmentMap().count(b.segment + 20), 0u);
+  std::string got(5, '\0');
+  EXPECT_FALSE(vlog_->Read(a, 1, 0, got.data()).ok());
+  EXPECT_TRUE(vlog_->NameBack(b.segment).IsNotFound());  // not misnamed
+  // A file that took the name is never replaced.
+  { std::ofstream(a_path) << "something else"; }
+  EXPECT_EQ(vlog_->NameBack(b.segment + 20).err(), EEXIST);
+  EXPECT_EQ(std::filesystem::file_size(a_path), 14u);
+  std::filesystem::remove(a_path);
+  ASSERT_TRUE(vlog_->NameBack(b.segment + 20).ok());
+  EXPECT_TRUE(vlog_->SetAsideSegments().empty());
+  EXPECT_FALSE(std::filesystem::exists(moved));
+  vlog_.reset();
+
+  OpenLog();
+  EXPECT_TRUE(vlog_->SetAsideSegments().empty());
+  ASSERT_TRUE(vlog_->Read(a, 1, 0, got.data()).ok());
+  EXPECT_EQ(got, "first");
+}
+
+// A file that takes the name of the next segment while the log is open
+// keeps it: the log skips that id instead of failing the flush (and so
+// dropping buffered data) or replacing the file.
+TEST_F(ValueLogTest, NewSegmentSkipsANameTakenWhileOpen) {
+  OpenLog();
+  BlockPtr a;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 1, 0, "first", &a).ok());
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  const std::string taken = dir_ + "/" + SegmentFileName(a.segment + 1);
+  { std::ofstream(taken) << "not a segment"; }
+  BlockPtr b;
+  ASSERT_TRUE(vlog_->Append(Stream::kHot, 2, 0, "second", &b).ok());
+  ASSERT_TRUE(vlog_->SyncAll().ok());
+  EXPECT_GT(b.segment, a.segment + 1);
+  EXPECT_EQ(std::filesystem::file_size(taken), 13u);
+  std::string got(6, '\0');
+  ASSERT_TRUE(vlog_->Read(b, 2, 0, got.data()).ok());
+  EXPECT_EQ(got, "second");
 }
 
 // A damaged segment header does not make the records behind it unreadable
