@@ -257,7 +257,7 @@ Status Filesystem::FlushLocked(Inode* in, bool sync) {
     // The appended records were never referenced. Drop the dirty data so a
     // full store does not pin memory; the writer sees the error.
     std::fprintf(stderr, "sepfs: flush of inode %llu failed, dirty data dropped: %s\n",
-                 static_cast<unsigned long long>(ino), st.ToString().c_str());
+                 static_cast<unsigned long long>(ino), store_->Shown(st).c_str());
     // The file is what is stored: a size that only the dropped bytes
     // reached would read as zeros, and the next batch would store it.
     in->rec = in->Stored(in->rec);
@@ -369,10 +369,10 @@ void Filesystem::FlusherLoop() {
     flusher_kick_ = false;
     l.unlock();
     Status st = FlushAll(/*sync=*/false);
-    if (!st.ok()) std::fprintf(stderr, "sepfs: background flush: %s\n", st.ToString().c_str());
+    if (!st.ok()) std::fprintf(stderr, "sepfs: background flush: %s\n", store_->Shown(st).c_str());
     if (st.ok() && CheckpointDue()) {
       st = Checkpoint();
-      if (!st.ok()) std::fprintf(stderr, "sepfs: checkpoint: %s\n", st.ToString().c_str());
+      if (!st.ok()) std::fprintf(stderr, "sepfs: checkpoint: %s\n", store_->Shown(st).c_str());
     }
     l.lock();
   }

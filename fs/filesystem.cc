@@ -76,7 +76,10 @@ Status Filesystem::Open(const std::string& store_dir, const FsOptions& options,
 
 Filesystem::~Filesystem() {
   Status st = Close();
-  if (!st.ok()) std::fprintf(stderr, "sepfs: close: %s\n", st.ToString().c_str());
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: close: %s\n",
+                 (store_ != nullptr ? store_->Shown(st) : st.ToString()).c_str());
+  }
   // The store closes the vLog before LevelDB: no hook may reach it then.
   if (meta_ != nullptr) meta_->SetBeforeSync(nullptr);
 }
@@ -205,7 +208,7 @@ void Filesystem::MaybeEvict(uint64_t ino) {
     Status st = FlushLocked(in.get(), /*sync=*/false);
     if (!st.ok()) {
       std::fprintf(stderr, "sepfs: flush of inode %llu failed: %s\n",
-                   static_cast<unsigned long long>(ino), st.ToString().c_str());
+                   static_cast<unsigned long long>(ino), store_->Shown(st).c_str());
       return;  // stays cached; the flusher retries
     }
   }
@@ -229,7 +232,7 @@ void Filesystem::MaybeEvict(uint64_t ino) {
   Status st = ReclaimInode(ino, /*bounded=*/true);
   if (!st.ok()) {
     std::fprintf(stderr, "sepfs: reclaim of inode %llu failed (left as orphan): %s\n",
-                 static_cast<unsigned long long>(ino), st.ToString().c_str());
+                 static_cast<unsigned long long>(ino), store_->Shown(st).c_str());
   }
 }
 
@@ -858,7 +861,7 @@ Status Filesystem::ReadDirPlus(const std::vector<DirListEntry>& entries, size_t 
         // reaches the inode (lookup, stat, open) fails.
         std::fprintf(stderr, "sepfs: inode %llu (listed as \"%s\"): %s\n",
                      static_cast<unsigned long long>(entries[missing[k]].ino),
-                     entries[missing[k]].name.c_str(), st.ToString().c_str());
+                     entries[missing[k]].name.c_str(), store_->Shown(st).c_str());
         r = kv::InodeRecord{};
       }
     }));

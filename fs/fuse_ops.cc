@@ -62,9 +62,7 @@ SetidCaller SetidCallerOf(fuse_req_t req) {
 void ReplyErr(fuse_req_t req, const Status& st) {
   if (st.err() == EIO) {
     // Named by the store's path, not the pinned /proc/self/fd/N it is reached by.
-    const Store* store = Fs(req)->store();
-    std::fprintf(stderr, "sepfs: %s\n",
-                 st.Replacing(store->io_dir(), store->dir()).ToString().c_str());
+    std::fprintf(stderr, "sepfs: %s\n", Fs(req)->store()->Shown(st).c_str());
   }
   fuse_reply_err(req, st.ok() ? 0 : st.err());
 }

@@ -371,7 +371,7 @@ void Store::KeepSuperblockCopy() {
     superblock_copy_written_ = true;
   } else {  // the record still holds it: the store works, repair just has no copy
     std::fprintf(stderr, "sepfs: %s: cannot write the superblock copy: %s\n", dir_.c_str(),
-                 st.Replacing(io_dir_, dir_).ToString().c_str());
+                 Shown(st).c_str());
   }
 }
 

@@ -94,6 +94,8 @@ class Store {
   // Where its files are reached: dir(), or the pinned directory
   // (StoreOptions::pin_directory).
   const std::string& io_dir() const { return io_dir_; }
+  // st as text for the log, naming dir() where it names io_dir().
+  std::string Shown(const Status& st) const { return st.Replacing(io_dir_, dir_).ToString(); }
   const kv::Superblock& super() const { return super_; }
   kv::MetaStore* meta() const { return meta_.get(); }
   vlog::ValueLog* vlog() const { return vlog_.get(); }

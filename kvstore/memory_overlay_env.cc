@@ -14,6 +14,11 @@ namespace {
 
 using File = MemoryOverlayEnv::File;
 
+leveldb::Status Refused(const std::string& f) {
+  return leveldb::Status::IOError(f, "the store is opened read-only: no file is written after "
+                                     "its open");
+}
+
 // Copies up to n bytes of f from offset into scratch; *result names them.
 void ReadAt(File& f, uint64_t offset, size_t n, leveldb::Slice* result, char* scratch) {
   std::lock_guard lk(f.mu);
@@ -129,7 +134,10 @@ leveldb::Status MemoryOverlayEnv::NewSequentialFile(const std::string& f,
       *r = new MemorySequentialFile(std::move(file));
       return leveldb::Status::OK();
     }
-    if (hidden_.count(f)) return leveldb::Status::NotFound(f, "removed");
+    if (hidden_.count(f)) {
+      *r = nullptr;
+      return leveldb::Status::NotFound(f, "removed");
+    }
   }
   return target()->NewSequentialFile(f, r);
 }
@@ -142,15 +150,25 @@ leveldb::Status MemoryOverlayEnv::NewRandomAccessFile(const std::string& f,
       *r = new MemoryRandomAccessFile(std::move(file));
       return leveldb::Status::OK();
     }
-    if (hidden_.count(f)) return leveldb::Status::NotFound(f, "removed");
+    if (hidden_.count(f)) {
+      *r = nullptr;
+      return leveldb::Status::NotFound(f, "removed");
+    }
   }
   return target()->NewRandomAccessFile(f, r);
 }
 
+void MemoryOverlayEnv::RefuseNewFiles() {
+  std::lock_guard lk(mu_);
+  refuse_new_files_ = true;
+}
+
 leveldb::Status MemoryOverlayEnv::NewWritableFile(const std::string& f,
                                                   leveldb::WritableFile** r) {
+  *r = nullptr;
   auto file = std::make_shared<File>();
   std::lock_guard lk(mu_);
+  if (refuse_new_files_) return Refused(f);
   files_[f] = file;
   hidden_.insert(f);
   *r = new MemoryWritableFile(std::move(file));
@@ -159,10 +177,12 @@ leveldb::Status MemoryOverlayEnv::NewWritableFile(const std::string& f,
 
 leveldb::Status MemoryOverlayEnv::NewAppendableFile(const std::string& f,
                                                     leveldb::WritableFile** r) {
+  *r = nullptr;
   std::shared_ptr<File> file;
   bool copy = false;
   {
     std::lock_guard lk(mu_);
+    if (refuse_new_files_) return Refused(f);
     file = Find(f);
     copy = file == nullptr && InTarget(f);
   }

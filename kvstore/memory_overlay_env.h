@@ -8,7 +8,11 @@
 // For opening the metadata of a store on read-only media (a read-only mount
 // of the store, fsck without --repair): LevelDB's DB::Open always writes,
 // which a read-only file system refuses. Memory grows with what LevelDB
-// writes: the recovered log as a table, and any compaction it starts.
+// writes: the recovered log as a table, and any compaction it starts, so
+// the owner calls RefuseNewFiles once the open is done: a compaction that
+// reads would start later then fails at its first file (LevelDB keeps the
+// error and compacts no more; reads go on), as does a write that needs a
+// new log.
 //
 // LockFile never touches the target (its lock file could not be created
 // there): the lock it hands out only keeps this process from opening the
@@ -50,6 +54,11 @@ class MemoryOverlayEnv : public leveldb::EnvWrapper {
   leveldb::Status UnlockFile(leveldb::FileLock* lock) override;
   leveldb::Status NewLogger(const std::string& f, leveldb::Logger** r) override;
 
+  // From now on NewWritableFile and NewAppendableFile fail (IOError), so
+  // the memory held stays what was written so far, plus appends to files
+  // already open.
+  void RefuseNewFiles();
+
   // Bytes of the files kept in memory.
   uint64_t MemoryBytes() const;
 
@@ -67,6 +76,7 @@ class MemoryOverlayEnv : public leveldb::EnvWrapper {
   std::map<std::string, std::shared_ptr<File>> files_;  // guarded by mu_
   std::set<std::string> hidden_;                        // target files removed or replaced
   std::set<std::string> locked_;                        // names LockFile handed out
+  bool refuse_new_files_ = false;                       // guarded by mu_
 };
 
 }  // namespace sepfs::kv

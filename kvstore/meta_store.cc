@@ -183,6 +183,7 @@ Status MetaStore::Open(const std::string& dir, const MetaOptions& options,
   leveldb::Status s = leveldb::DB::Open(lo, dir, &db);
   if (!s.ok()) return impl->Error(s, "open");
   impl->db_.reset(db);
+  if (impl->overlay_ != nullptr) impl->overlay_->RefuseNewFiles();
   out->reset(new MetaStore(std::move(impl)));
   return Status::OK();
 }

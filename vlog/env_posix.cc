@@ -416,7 +416,13 @@ class PosixEnv final : public Env {
                                                "locked it before this lock file was removed "
                                                "or replaced");
       }
-      return PosixError(errno, dir, "flock");
+      // NFS emulates flock with byte-range locks, which a descriptor open
+      // for reading cannot take exclusively (EBADF); others lack it. The
+      // file's lock, if there is one, is then all there is.
+      const bool unsupported =
+          errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL;
+      if (!unsupported || fd.get() < 0) return PosixError(errno, dir, "flock");
+      Fd unlocked(std::move(dfd));  // closed here
     }
     *out = std::make_unique<PosixFileLock>(std::move(fd), std::move(dfd));
     return Status::OK();

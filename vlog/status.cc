@@ -1,5 +1,6 @@
 #include "vlog/status.h"
 
+#include <cctype>
 #include <cstring>
 
 namespace sepfs {
@@ -30,8 +31,18 @@ Status Status::Replacing(std::string_view from, std::string_view to) const {
 
 std::string ReplacedAll(std::string text, std::string_view from, std::string_view to) {
   if (from.empty()) return text;
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+  auto continues = [&](size_t end) {
+    if (end >= text.size()) return false;
+    const char c = text[end];
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  };
+  for (size_t at = text.find(from); at != std::string::npos;) {
+    if (continues(at + from.size())) {
+      at = text.find(from, at + 1);
+      continue;
+    }
     text.replace(at, from.size(), to);
+    at = text.find(from, at + to.size());
   }
   return text;
 }

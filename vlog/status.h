@@ -58,7 +58,10 @@ class [[nodiscard]] Status {
   std::unique_ptr<Rep> rep_;
 };
 
-// text with every `from` replaced by `to` (text as is for an empty from).
+// text with every `from` (a path) replaced by `to` (text as is for an
+// empty from). An occurrence that a file-name character (letter, digit,
+// '.', '_', '-') continues is another path and stays: "/proc/self/fd/5"
+// is not replaced in "/proc/self/fd/57".
 std::string ReplacedAll(std::string text, std::string_view from, std::string_view to);
 
 // Returns from the enclosing function when `expr` yields a non-OK Status.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -84,7 +85,9 @@ TEST(MemoryOverlayEnvTest, WritesRemovalsAndRenamesStayInMemory) {
   EXPECT_EQ(ReadAll(&env, dir + "/b"), "in memory");
   ASSERT_TRUE(env.RenameFile(dir + "/a", dir + "/c").ok());  // from disk
   EXPECT_FALSE(env.FileExists(dir + "/a"));
-  EXPECT_TRUE(env.NewSequentialFile(dir + "/a", nullptr).IsNotFound());
+  leveldb::SequentialFile* none = reinterpret_cast<leveldb::SequentialFile*>(1);
+  EXPECT_TRUE(env.NewSequentialFile(dir + "/a", &none).IsNotFound());
+  EXPECT_EQ(none, nullptr);
   EXPECT_EQ(ReadAll(&env, dir + "/c"), "on disk");
   WriteAll(&env, dir + "/c", " and more", true);
   EXPECT_EQ(ReadAll(&env, dir + "/c"), "on disk and more");
@@ -107,6 +110,15 @@ TEST(MemoryOverlayEnvTest, WritesRemovalsAndRenamesStayInMemory) {
   ASSERT_TRUE(rf->Read(8, 100, &got, scratch).ok());
   EXPECT_EQ(got.ToString(), "and more");
   EXPECT_EQ(env.MemoryBytes(), 16u + 9u);
+  // Refused from now on: files written so far stay readable.
+  env.RefuseNewFiles();
+  leveldb::WritableFile* w = nullptr;
+  EXPECT_TRUE(env.NewWritableFile(dir + "/d", &w).IsIOError());
+  EXPECT_EQ(w, nullptr);
+  EXPECT_TRUE(env.NewAppendableFile(dir + "/c", &w).IsIOError());
+  EXPECT_FALSE(env.FileExists(dir + "/d"));
+  EXPECT_EQ(ReadAll(&env, dir + "/c"), "on disk and more");
+  EXPECT_EQ(env.MemoryBytes(), 16u + 9u);
 
   leveldb::FileLock* lock = nullptr;
   ASSERT_TRUE(env.LockFile(dir + "/LOCK", &lock).ok());
@@ -119,8 +131,11 @@ TEST(MemoryOverlayEnvTest, WritesRemovalsAndRenamesStayInMemory) {
   EXPECT_EQ(Snapshot(dir), before);  // the disk never changed
 }
 
-// A MetaStore opened with writes_in_memory reads the store and takes
-// writes, and leaves every file of its directory as it was.
+// A MetaStore opened with writes_in_memory reads the store, and leaves
+// every file of its directory as it was. Once open it writes no new file:
+// writes go on until the memtable is full and then fail (a review found a
+// long read-only mount's memory growing with the compactions LevelDB ran
+// in memory).
 TEST(MemoryOverlayEnvTest, MetaStoreWithWritesInMemoryChangesNoFile) {
   TempDir tmp;
   const std::string dir = tmp.Sub("meta");
@@ -140,6 +155,7 @@ TEST(MemoryOverlayEnvTest, MetaStoreWithWritesInMemoryChangesNoFile) {
 
   MetaOptions in_memory;
   in_memory.writes_in_memory = true;
+  in_memory.write_buffer_bytes = 64 << 10;
   {
     std::unique_ptr<MetaStore> store;
     Status st = MetaStore::Open(dir, in_memory, &store);
@@ -149,14 +165,20 @@ TEST(MemoryOverlayEnvTest, MetaStoreWithWritesInMemoryChangesNoFile) {
       ASSERT_TRUE(store->Get("k" + std::to_string(i), &v).ok()) << i;
       EXPECT_EQ(v, std::string(100, static_cast<char>('a' + i % 26)));
     }
-    for (int i = 0; i < 3000; i++) {  // enough to switch memtables and compact
+    int written = 0;
+    Status wst;
+    for (int i = 0; i < 3000 && wst.ok(); i++) {  // 330 KB: past the 64 KiB memtable
       Batch b;
       b.Put("new" + std::to_string(i), std::string(100, 'n'));
       b.Delete("k" + std::to_string(i));
-      ASSERT_TRUE(store->Write(&b, true).ok());
+      wst = store->Write(&b, true);
+      written += wst.ok();
     }
-    ASSERT_TRUE(store->Get("new2999", &v).ok());
+    EXPECT_EQ(wst.err(), EIO) << wst.ToString();
+    EXPECT_GT(written, 100);
+    ASSERT_TRUE(store->Get("new0", &v).ok());
     EXPECT_TRUE(store->Get("k5", &v).IsNotFound());
+    ASSERT_TRUE(store->Get("k2999", &v).ok());  // reads go on
   }
   EXPECT_EQ(Snapshot(dir), before);
 

@@ -302,9 +302,7 @@ TEST_F(EnvPosixTest, LockFileTwiceIsBusy) {
   EXPECT_TRUE(env_->LockFile(Path("LOCK"), &b).ok());
 }
 
-// A lock file is never reached through a link (it would be created or
-// chmod'ed wherever the link points), nor is anything but a regular file.
-// The lock is on the directory too: removing or replacing the lock file
+// The lock is on the lock file's directory too: removing or replacing it
 // while it is held lets nobody else in (a helper's probe deleted a mounted
 // store's LOCK files and mounted it twice).
 TEST_F(EnvPosixTest, LockHoldsWhenItsFileIsRemovedOrReplaced) {
@@ -326,6 +324,8 @@ TEST_F(EnvPosixTest, LockHoldsWhenItsFileIsRemovedOrReplaced) {
   EXPECT_TRUE(env_->LockFile(Path("LOCK"), &b).ok());
 }
 
+// A lock file is never reached through a link (it would be created or
+// chmod'ed wherever the link points), nor is anything but a regular file.
 TEST_F(EnvPosixTest, LockFileRefusesLinksAndNonFiles) {
   const std::string target = Path("target");
   {
