@@ -246,9 +246,12 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     s.set_mtime_now = to_set & FUSE_SET_ATTR_MTIME_NOW;
     s.set_ctime = to_set & FUSE_SET_ATTR_CTIME;
     // Under FUSE_HANDLE_KILLPRIV_V2 the server clears the set-id bits: on
-    // truncate when the kernel says so, and on every chown.
-    s.kill_suidgid = CurrentWireFlags().kill_suidgid ||
-                     (Ctx(req)->wire.killpriv_v2.load() && (s.set_uid || s.set_gid));
+    // truncate when the kernel says so, and on every chown, chown(-1, -1)
+    // included, which reaches it as a change of ctime alone (the kernel
+    // drops its own kill flags).
+    const bool chown = s.set_uid || s.set_gid || to_set == FUSE_SET_ATTR_CTIME;
+    s.kill_suidgid =
+        CurrentWireFlags().kill_suidgid || (Ctx(req)->wire.killpriv_v2.load() && chown);
     if (s.kill_suidgid) s.setid = SetidCallerOf(req);
     s.mode = attr->st_mode;
     s.uid = attr->st_uid;

@@ -1162,6 +1162,9 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
   ASSERT_NO_FATAL_FAILURE(Make("c", 06775));
   ASSERT_SYS_OK(::chown(P("c").c_str(), 1234, 5678));
   EXPECT_EQ(ModeOf("c"), 0775u) << "chown clears set-id bits";
+  ASSERT_NO_FATAL_FAILURE(Make("c-same", 06775));
+  ASSERT_SYS_OK(::chown(P("c-same").c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(-1)));
+  EXPECT_EQ(ModeOf("c-same"), 0775u) << "chown(-1, -1) clears them too, as on ext4";
 
   ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
   ASSERT_SYS_OK(::chmod(P("d").c_str(), 02775));
@@ -1176,6 +1179,7 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
   EXPECT_EQ(ModeOf("o"), 0777u);
   EXPECT_EQ(ModeOf("r"), 06777u);
   EXPECT_EQ(ModeOf("c"), 0775u);
+  EXPECT_EQ(ModeOf("c-same"), 0775u);
   EXPECT_EQ(ModeOf("d"), 02775u);
   EXPECT_EQ(ReadFile(P("w")), "datamore");
 }
