@@ -247,9 +247,10 @@ void OpSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
     s.set_ctime = to_set & FUSE_SET_ATTR_CTIME;
     // Under FUSE_HANDLE_KILLPRIV_V2 the server clears the set-id bits: on
     // truncate when the kernel says so, and on every chown, chown(-1, -1)
-    // included, which reaches it as a change of ctime alone (the kernel
-    // drops its own kill flags).
-    const bool chown = s.set_uid || s.set_gid || to_set == FUSE_SET_ATTR_CTIME;
+    // included, which reaches it as a change of ctime alone under the
+    // writeback cache and as no change at all without it (the kernel drops
+    // its own kill flags; a directory keeps its bits: Filesystem::SetAttr).
+    const bool chown = s.set_uid || s.set_gid || to_set == FUSE_SET_ATTR_CTIME || to_set == 0;
     s.kill_suidgid =
         CurrentWireFlags().kill_suidgid || (Ctx(req)->wire.killpriv_v2.load() && chown);
     if (s.kill_suidgid) s.setid = SetidCallerOf(req);

@@ -146,9 +146,12 @@ class Repairer {
   // Gives renamed segment files the names their headers give them, and
   // opens the store again if any was.
   Status NameSegmentsBack();
-  // Corruption when the log sets segments aside as other stores' and no
-  // segment names the superblock's uuid: the uuid may be what is wrong.
-  Status TrustStoreId() const;
+  // Segments set aside as other stores' in which this store's block
+  // pointers' records verify: one whose damaged header named another store
+  // is this store's after all (its header is rewritten); for one whose
+  // whole header does, Corruption unless some segment names the
+  // superblock's uuid (else the uuid may be what is wrong).
+  Status ClaimSetAsideSegments();
   Status LostFound(uint64_t* ino);
   Status MoveToLostFound(uint64_t ino, uint64_t links_seen, const std::string& break_key);
   Status RewriteCounters(bool asked);
@@ -873,49 +876,131 @@ Status Repairer::MoveOut(uint32_t id, std::string* shown) {
 }
 
 Status Repairer::NameSegmentsBack() {
+  using Why = vlog::SetAsideSegment::Why;
+  vlog::ValueLog* log = store_->vlog();
+  const vlog::StoreId own = StoreIdOf(store_->super());
   bool renamed = false;
-  for (const auto& s : store_->vlog()->SetAsideSegments()) {
-    if (s.why != vlog::SetAsideSegment::Why::kMisnamed) continue;
-    const std::string file = vlog::SegmentFileName(s.id);
-    const std::string what =
-        "segment file " + file + ": " + DescribeSetAside(s, store_->super().uuid);
-    FsckFinding f{FsckKind::kSegmentMisnamed, true, 0, 0, s.id, "", what};
-    rep_->before.errors.push_back(f.message);
-    rep_->before.findings.push_back(std::move(f));
-    Status st = store_->vlog()->NameBack(s.id);
-    if (st.ok()) {
-      renamed = true;
-      Change("renamed " + file + " to " + vlog::SegmentFileName(s.header_id) +
-             ", the name its header gives it");
-      continue;
+  std::set<uint32_t> reported;
+  // Names free first, again and again: a file named back frees its old
+  // name for the next. Where a name is another renamed file's (a cycle),
+  // one of them takes a new id to break it.
+  for (bool progress = true; progress;) {
+    progress = false;
+    std::map<uint32_t, vlog::SetAsideSegment> aside;
+    for (const auto& s : log->SetAsideSegments()) aside.emplace(s.id, s);
+    const vlog::SetAsideSegment* waiting = nullptr;  // on another renamed file
+    for (const auto& [id, s] : aside) {
+      if (s.why != Why::kMisnamed) continue;
+      const std::string file = vlog::SegmentFileName(id);
+      if (reported.insert(id).second) {
+        FsckFinding f{FsckKind::kSegmentMisnamed, true, 0, 0, id, "",
+                      "segment file " + file + ": " + DescribeSetAside(s, store_->super().uuid)};
+        rep_->before.errors.push_back(f.message);
+        rep_->before.findings.push_back(std::move(f));
+      }
+      Status st = log->NameBack(id);
+      if (st.ok()) {
+        renamed = progress = true;
+        Change("renamed " + file + " to " + vlog::SegmentFileName(s.header_id) +
+               ", the name its header gives it");
+        continue;
+      }
+      if (st.err() != EEXIST) return st;
+      auto holder = aside.find(s.header_id);
+      std::string to;
+      if (holder != aside.end() && holder->second.why == Why::kMisnamed) {
+        if (waiting == nullptr) waiting = &s;
+        continue;
+      }
+      if (holder != aside.end() && s.store_id == own) {
+        // Another store's file has the name this store's segment needs:
+        // it goes out as it would anyway.
+        SEPFS_RETURN_IF_ERROR(MoveOut(holder->first, &to));
+        Change("moved " + vlog::SegmentFileName(holder->first) + " to " + to +
+               " (another store's segment, in the place of this store's " + file + ")");
+      } else {
+        SEPFS_RETURN_IF_ERROR(MoveOut(id, &to));
+        Change("moved " + file + " to " + to + " (its header names segment " +
+               std::to_string(s.header_id) + ", and a file of this store has that name)");
+      }
+      progress = true;
+      break;  // the set-aside list changed
     }
-    if (st.err() != EEXIST) return st;
-    std::string to;
-    SEPFS_RETURN_IF_ERROR(MoveOut(s.id, &to));
-    Change("moved " + file + " to " + to + " (its header names segment " +
-           std::to_string(s.header_id) + ", and a file has that name)");
+    if (!progress && waiting != nullptr) {
+      uint32_t to = 0;
+      SEPFS_RETURN_IF_ERROR(log->RenumberMisnamed(waiting->id, &to));
+      reported.insert(to);
+      Change("renamed " + vlog::SegmentFileName(waiting->id) + " to " +
+             vlog::SegmentFileName(to) + " for a while (renamed files had each other's names)");
+      progress = true;
+    }
   }
   return renamed ? OpenStore() : Status::OK();
 }
 
-Status Repairer::TrustStoreId() const {
-  const std::vector<vlog::SetAsideSegment> aside = store_->vlog()->SetAsideSegments();
-  const vlog::SetAsideSegment* foreign = nullptr;
-  for (const auto& s : aside) {
-    if (s.why != vlog::SetAsideSegment::Why::kMisnamed && foreign == nullptr) foreign = &s;
+Status Repairer::ClaimSetAsideSegments() {
+  using Why = vlog::SetAsideSegment::Why;
+  std::map<uint32_t, vlog::SetAsideSegment> foreign;
+  for (const auto& s : store_->vlog()->SetAsideSegments()) {
+    if (s.why != Why::kMisnamed) foreign.emplace(s.id, s);
   }
-  if (foreign == nullptr) return Status::OK();
+  if (foreign.empty()) return Status::OK();
+  // Up to kSamples pointers into each: do their records verify there?
+  constexpr int kSamples = 4;
+  std::map<uint32_t, std::unique_ptr<File>> files;
+  std::map<uint32_t, int> tried, verified;
+  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
+      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
+        uint64_t ino = 0, block = 0;
+        kv::BlockValue v;
+        if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlock(value, &v).ok() ||
+            v.inlined || foreign.count(v.ptr.segment) == 0 || tried[v.ptr.segment] >= kSamples) {
+          return true;
+        }
+        tried[v.ptr.segment]++;
+        std::unique_ptr<File>& f = files[v.ptr.segment];
+        if (f == nullptr &&
+            !env_->OpenFile(VlogDir(store_->io_dir()) + "/" +
+                                vlog::SegmentFileName(v.ptr.segment),
+                            OpenMode::kRead, &f)
+                 .ok()) {
+          return true;
+        }
+        verified[v.ptr.segment] += vlog::RecordVerifiesAt(f.get(), v.ptr, ino, block);
+        return true;
+      }));
+  files.clear();
+  bool adopted = false;
+  const vlog::SetAsideSegment* theirs_with_ours = nullptr;
+  for (const auto& [id, s] : foreign) {
+    if (verified[id] == 0) continue;
+    if (s.why == Why::kForeignDamaged) {
+      // The store id in a damaged header was damaged too.
+      SEPFS_RETURN_IF_ERROR(store_->vlog()->Adopt(id));
+      adopted = true;
+      Change("rewrote the damaged header of segment " + std::to_string(id) +
+             " (the store id in it was another's, but this store's block pointers' records " +
+             "verify in it)");
+    } else if (theirs_with_ours == nullptr) {
+      theirs_with_ours = &s;
+    }
+  }
+  if (adopted) SEPFS_RETURN_IF_ERROR(OpenStore());
+  if (theirs_with_ours == nullptr) return Status::OK();
+  // A whole header names another store, and this store's pointers' records
+  // verify in it: a store that did the same steps as this one, or this
+  // store with the wrong uuid. Some segment naming the uuid settles it.
   const vlog::StoreId own = StoreIdOf(store_->super());
   for (const auto& s : store_->vlog()->Segments()) {
     if (s.store_id == own) return Status::OK();
   }
   return Status::Corruption(
-      "no segment names this store's uuid " + store_->super().uuid + ", and " +
-      vlog::SegmentFileName(foreign->id) + " names store " +
-      vlog::StoreIdHex(foreign->store_id) + ": the superblock's uuid may be what is wrong, so " +
-      "the repair changed nothing (moving those segments out would drop every pointer into " +
-      "them); move the segments that are not this store's out of " + VlogDir(dir_) +
-      " and run it again");
+      "no segment names this store's uuid " + store_->super().uuid + ", and this store's " +
+      "block pointers lead into " + vlog::SegmentFileName(theirs_with_ours->id) +
+      ", which names store " + vlog::StoreIdHex(theirs_with_ours->store_id) +
+      ": the superblock's uuid may be what is wrong, so the repair changed nothing (moving " +
+      "such segments out would drop the pointers into them); move the segments that are " +
+      "not this store's out of " + VlogDir(dir_) + " and run it again");
 }
 
 // The persisted counts are the last checkpoint plus the journal entries
@@ -1042,7 +1127,7 @@ Status Repairer::Run() {
   SEPFS_RETURN_IF_ERROR(OpenStore());
   // Renamed segments first: the check would drop the pointers into them.
   SEPFS_RETURN_IF_ERROR(NameSegmentsBack());
-  SEPFS_RETURN_IF_ERROR(TrustStoreId());
+  SEPFS_RETURN_IF_ERROR(ClaimSetAsideSegments());
   FsckReport r;
   SEPFS_RETURN_IF_ERROR(Fsck(store_.get(), &r, progress_));
   bool corrupt = false;

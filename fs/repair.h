@@ -28,12 +28,16 @@
 //   segment of another store (its header names another store id)
 //                          move its file to SetAsideDir (the
 //                          pointers into it go as into a missing segment);
-//                          refused, changing nothing, when no segment
-//                          names this store's uuid (then the uuid may be
-//                          what is wrong)
+//                          if this store's pointers' records verify in it,
+//                          refused, changing nothing, unless a segment
+//                          names this store's uuid (the uuid may be what
+//                          is wrong); a damaged header's: its header is
+//                          rewritten instead (ValueLog::Adopt)
 //   segment file renamed (its header names another segment of this store)
-//                          give it that name back, before any check; move
-//                          it to SetAsideDir if a file has that name
+//                          give it that name back, before any check (in
+//                          turn where renamed files have each other's
+//                          names); move it to SetAsideDir if a segment of
+//                          this store has that name
 //   persisted segment live counters (clean store) rewrite from a recount
 //   LevelDB corruption     leveldb::RepairDB on STORE/meta, then all above
 //   superblock record lost or undecodable   written from STORE/superblock,

@@ -92,8 +92,8 @@ Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) 
         vlog::DecodeSegmentHeader(raw, &h).ok() && vlog::KnownStoreId(h.store_id)) {
       ids[h.store_id]++;
       auto s = samples_.find(id);
-      if (s != samples_.end() && RecordVerifies(f.get(), s->second.ptr, s->second.ino,
-                                                s->second.block)) {
+      if (s != samples_.end() && vlog::RecordVerifiesAt(f.get(), s->second.ptr, s->second.ino,
+                                                        s->second.block)) {
         verified[h.store_id]++;
       }
     }
@@ -111,18 +111,6 @@ Status SuperblockEvidence::ScanSegmentFiles(Env* env, const std::string& store) 
     if (id == store_id_) store_id_segments_ = n;
   }
   return Status::OK();
-}
-
-bool SuperblockEvidence::RecordVerifies(File* f, const vlog::BlockPtr& p, uint64_t ino,
-                                        uint64_t block) {
-  std::string raw(p.record_size(), '\0');
-  size_t got = 0;
-  vlog::RecordHeader h;
-  return f->Read(p.offset, raw.size(), raw.data(), &got).ok() && got == raw.size() &&
-         vlog::DecodeRecordHeader(raw.data(), &h).ok() && h.inode == ino && h.block == block &&
-         h.data_len == p.length &&
-         vlog::VerifyRecord(raw.data(), h,
-                            std::string_view(raw).substr(vlog::kRecordHeaderSize)).ok();
 }
 
 uint64_t SuperblockEvidence::Violations(uint64_t bs) const {

@@ -70,9 +70,6 @@ class SuperblockEvidence {
   uint64_t furthest_end_ = 0;    // end of the furthest record in its segment
   uint64_t longest_file_ = 0;    // of the segment files
   uint64_t segment_files_ = 0;
-  // Whether the record block pointer p of (ino, block) names verifies in f.
-  static bool RecordVerifies(File* f, const vlog::BlockPtr& p, uint64_t ino, uint64_t block);
-
   // One pointer into each segment: (pointer, inode, block).
   struct Sample {
     vlog::BlockPtr ptr;

@@ -6,6 +6,9 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <string>
+
+#include "vlog/env.h"
 
 namespace sepfs::vlog {
 namespace {
@@ -247,6 +250,16 @@ bool DecodeBlockPtr(std::string_view src, BlockPtr* p) {
   p->length = Get32(src.data() + 8);
   p->seq = Get64(src.data() + 12);
   return p->length <= kMaxRecordData && p->offset >= kSegmentHeaderSize;
+}
+
+bool RecordVerifiesAt(File* f, const BlockPtr& p, uint64_t inode, uint64_t block) {
+  std::string raw(p.record_size(), '\0');
+  size_t got = 0;
+  RecordHeader h;
+  return f->Read(p.offset, raw.size(), raw.data(), &got).ok() && got == raw.size() &&
+         DecodeRecordHeader(raw.data(), &h).ok() && h.inode == inode && h.block == block &&
+         h.data_len == p.length && h.seq == p.seq &&
+         VerifyRecord(raw.data(), h, std::string_view(raw).substr(kRecordHeaderSize)).ok();
 }
 
 }  // namespace sepfs::vlog

@@ -52,6 +52,10 @@
 
 #include "vlog/status.h"
 
+namespace sepfs {
+class File;
+}  // namespace sepfs
+
 namespace sepfs::vlog {
 
 constexpr uint32_t kSegmentMagic = 0x47455356;  // "VSEG"
@@ -172,5 +176,10 @@ void EncodeBlockPtr(const BlockPtr& p, char* dst);
 // pointer cannot name a record (length > kMaxRecordData, or an offset inside
 // the segment header).
 bool DecodeBlockPtr(std::string_view src, BlockPtr* p);
+
+// Whether the record pointer p of (inode, block) names is in file f, whole
+// and verified: for telling whose a file is that the log does not serve
+// (a segment file set aside, or one before the store is open).
+bool RecordVerifiesAt(File* f, const BlockPtr& p, uint64_t inode, uint64_t block);
 
 }  // namespace sepfs::vlog

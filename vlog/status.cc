@@ -31,10 +31,14 @@ Status Status::Replacing(std::string_view from, std::string_view to) const {
 
 std::string ReplacedAll(std::string text, std::string_view from, std::string_view to) {
   if (from.empty()) return text;
-  auto continues = [&](size_t end) {
-    if (end >= text.size()) return false;
-    const char c = text[end];
+  auto name_char = [&](size_t at) {
+    if (at >= text.size()) return false;
+    const char c = text[at];
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  };
+  // A '.' ends a sentence unless a name goes on after it.
+  auto continues = [&](size_t end) {
+    return name_char(end) && (text[end] != '.' || name_char(end + 1));
   };
   for (size_t at = text.find(from); at != std::string::npos;) {
     if (continues(at + from.size())) {

@@ -60,8 +60,8 @@ class [[nodiscard]] Status {
 
 // text with every `from` (a path) replaced by `to` (text as is for an
 // empty from). An occurrence that a file-name character (letter, digit,
-// '.', '_', '-') continues is another path and stays: "/proc/self/fd/5"
-// is not replaced in "/proc/self/fd/57".
+// '.', '_', '-'; a '.' only with one after it) continues is another path
+// and stays: "/proc/self/fd/5" is not replaced in "/proc/self/fd/57".
 std::string ReplacedAll(std::string text, std::string_view from, std::string_view to);
 
 // Returns from the enclosing function when `expr` yields a non-OK Status.

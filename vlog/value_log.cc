@@ -143,6 +143,8 @@ class ValueLog::Impl {
   std::vector<SetAsideSegment> SetAsideSegments() const;
   Status MoveOut(uint32_t id, const std::string& to);
   Status NameBack(uint32_t id);
+  Status RenumberMisnamed(uint32_t id, uint32_t* to);
+  Status Adopt(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
   void EnsureSeqAbove(uint64_t seq);
@@ -1228,9 +1230,10 @@ Status ValueLog::Impl::DeleteSegment(uint32_t id) {
       std::unique_lock lk(segs_mu_);
       free_files_.push_back({id, seg->size.load()});
     }
-  } else {
-    st = env_->RemoveFile(path);
   }
+  // Keeping the file is optional: a file system that renames without
+  // replacing neither way (no RENAME_NOREPLACE, no links) just deletes.
+  if (!keep || (!st.ok() && !st.IsNotFound())) st = env_->RemoveFile(path);
   if (!st.ok() && !st.IsNotFound()) {
     std::unique_lock lk(segs_mu_);
     segs_.emplace(id, std::move(seg));
@@ -1341,6 +1344,46 @@ Status ValueLog::Impl::NameBack(uint32_t id) {
   return env_->SyncDir(dir_);
 }
 
+Status ValueLog::Impl::RenumberMisnamed(uint32_t id, uint32_t* to) {
+  {
+    std::unique_lock lk(segs_mu_);
+    auto it = set_aside_.find(id);
+    if (it == set_aside_.end() || it->second.why != SetAsideSegment::Why::kMisnamed) {
+      return Status::NotFound(SegName(id) + ": not a misnamed segment");
+    }
+    if (next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
+    *to = static_cast<uint32_t>(next_id_++);
+    SEPFS_RETURN_IF_ERROR(env_->RenameFile(PathOf(id), PathOf(*to), RenameMode::kNoReplace));
+    SetAsideSegment moved = it->second;
+    moved.id = *to;
+    set_aside_.erase(it);
+    set_aside_[*to] = moved;
+  }
+  return env_->SyncDir(dir_);
+}
+
+Status ValueLog::Impl::Adopt(uint32_t id) {
+  {
+    std::unique_lock lk(segs_mu_);
+    auto it = set_aside_.find(id);
+    if (it == set_aside_.end() || it->second.why != SetAsideSegment::Why::kForeignDamaged) {
+      return Status::NotFound(SegName(id) + ": not set aside for a damaged header");
+    }
+    auto seg = std::make_shared<Segment>();
+    seg->id = id;
+    SEPFS_RETURN_IF_ERROR(env_->OpenFile(PathOf(id), OpenMode::kRead, &seg->file));
+    uint64_t size = 0;
+    SEPFS_RETURN_IF_ERROR(seg->file->Size(&size));
+    seg->size = size;
+    seg->flushed = size;
+    seg->damage = Status::Corruption(SegName(id) + " (" + ShownPathOf(id) +
+                                     ") is damaged: its header fails its checksum");
+    segs_[id] = std::move(seg);
+    set_aside_.erase(it);
+  }
+  return RewriteHeader(id);
+}
+
 Status ValueLog::Impl::SealStream(Stream stream) {
   const int si = static_cast<int>(stream);
   if (si < 0 || si >= kNumStreams) return Status::InvalidArgument("vlog: bad stream");
@@ -1440,6 +1483,10 @@ std::vector<SetAsideSegment> ValueLog::SetAsideSegments() const {
 }
 Status ValueLog::MoveOut(uint32_t id, const std::string& to) {
   return impl_->MoveOut(id, to);
+}
+Status ValueLog::Adopt(uint32_t id) { return impl_->Adopt(id); }
+Status ValueLog::RenumberMisnamed(uint32_t id, uint32_t* to) {
+  return impl_->RenumberMisnamed(id, to);
 }
 Status ValueLog::NameBack(uint32_t id) {
   return impl_->NameBack(id);

@@ -408,11 +408,21 @@ class ValueLog {
   // repair only, for a damaged segment no pointer names. Errors: NotFound
   // for an id that is neither, EEXIST, I/O errors (then nothing changed).
   Status MoveOut(uint32_t id, const std::string& to);
+  // Takes set-aside segment `id`, whose damaged header names another store
+  // (kForeignDamaged), for this log's after all, when the caller found
+  // this store's records in it: writes it a header of this store, as
+  // RewriteHeader does. The log serves it once opened again. Offline
+  // repair only. Errors: NotFound for another id, I/O errors.
+  Status Adopt(uint32_t id);
   // Gives misnamed segment `id` back the name its header gives it, durably,
   // and forgets it: the log serves it once opened again. Errors: NotFound
   // for an id that is not misnamed, EEXIST when a file has that name (then
   // nothing changed), I/O errors.
   Status NameBack(uint32_t id);
+  // Renames misnamed segment `id` to a new id no file has, keeping it set
+  // aside (for a cycle of renamed files: each name taken by another);
+  // *to: the new id. Errors as NameBack's.
+  Status RenumberMisnamed(uint32_t id, uint32_t* to);
 
   // Writes out the append buffer of `stream` and closes its open segment
   // (it becomes sealed and collectable); the next Append to the stream

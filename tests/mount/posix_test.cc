@@ -1129,7 +1129,7 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
   // it (Linux since 6.2, setattr_should_drop_sgid; a helper's probe found
   // sepfs keeping it); one in the group keeps it. Without KILLPRIV_V2 the
   // kernel's FUSE code decides, and it keeps the bit either way.
-  const bool killpriv = std::string(GetParam()) == "default";
+  const bool killpriv = std::string(GetParam()) != "nokillpriv";
   ASSERT_NO_FATAL_FAILURE(Make("sgid-nox", 02767));
   EXPECT_EQ(as_user([&] { return append("sgid-nox"); }), 0);
   EXPECT_EQ(ModeOf("sgid-nox"), killpriv ? 0767u : 02767u) << "write by a non-member";
@@ -1165,6 +1165,11 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
   ASSERT_NO_FATAL_FAILURE(Make("c-same", 06775));
   ASSERT_SYS_OK(::chown(P("c-same").c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(-1)));
   EXPECT_EQ(ModeOf("c-same"), 0775u) << "chown(-1, -1) clears them too, as on ext4";
+  ASSERT_NO_FATAL_FAILURE(Make("linked", 06775));
+  ASSERT_SYS_OK(::link(P("linked").c_str(), P("link2").c_str()));
+  ASSERT_SYS_OK(::unlink(P("link2").c_str()));
+  ASSERT_SYS_OK(::rename(P("linked").c_str(), P("linked2").c_str()));
+  EXPECT_EQ(ModeOf("linked2"), 06775u) << "link, unlink and rename keep them";
 
   ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
   ASSERT_SYS_OK(::chmod(P("d").c_str(), 02775));
@@ -1180,6 +1185,7 @@ TEST_P(SetidTest, WriteTruncateChownKillSetidBits) {
   EXPECT_EQ(ModeOf("r"), 06777u);
   EXPECT_EQ(ModeOf("c"), 0775u);
   EXPECT_EQ(ModeOf("c-same"), 0775u);
+  EXPECT_EQ(ModeOf("linked2"), 06775u);
   EXPECT_EQ(ModeOf("d"), 02775u);
   EXPECT_EQ(ReadFile(P("w")), "datamore");
 }
@@ -1218,7 +1224,8 @@ TEST_P(SetidTest, FallocateKillsSetidBits) {
   EXPECT_EQ(ReadFile(P("user-punch")), std::string(4, '\0'));
 }
 
-INSTANTIATE_TEST_SUITE_P(KillprivModes, SetidTest, ::testing::Values("default", "nokillpriv"));
+INSTANTIATE_TEST_SUITE_P(KillprivModes, SetidTest,
+                         ::testing::Values("default", "nokillpriv", "nowriteback"));
 
 }  // namespace
 }  // namespace sepfs::mounttest

@@ -17,6 +17,7 @@ TEST(StatusTest, ReplacedAllReplacesWholePathsOnly) {
   EXPECT_EQ(ReplacedAll("/proc/self/fd/57/vlog and /proc/self/fd/5", "/proc/self/fd/5", "/s"),
             "/proc/self/fd/57/vlog and /s");
   EXPECT_EQ(ReplacedAll("/a/b.c /a/b_ /a/b- /a/b)", "/a/b", "/z"), "/a/b.c /a/b_ /a/b- /z)");
+  EXPECT_EQ(ReplacedAll("in /a/b. Then /a/b.", "/a/b", "/z"), "in /z. Then /z.");
   EXPECT_EQ(ReplacedAll("text", "", "x"), "text");
   // The replacement may contain what it replaces.
   EXPECT_EQ(ReplacedAll("/d and /d", "/d", "/d/d"), "/d/d and /d/d");
