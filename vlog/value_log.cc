@@ -142,8 +142,9 @@ class ValueLog::Impl {
   Status RewriteHeader(uint32_t id);
   std::vector<SetAsideSegment> SetAsideSegments() const;
   Status MoveOut(uint32_t id, const std::string& to);
-  Status NameBack(uint32_t id);
-  Status RenumberMisnamed(uint32_t id, uint32_t* to);
+  // NameBack (renumber false: to the name its header gives) and
+  // RenumberMisnamed (to a new id, kept set aside).
+  Status MoveMisnamed(uint32_t id, bool renumber, uint32_t* to);
   Status Adopt(uint32_t id);
   Status SealStream(Stream stream);
   uint64_t LastSeq() const { return next_seq_.load() - 1; }
@@ -1330,34 +1331,20 @@ Status ValueLog::Impl::MoveOut(uint32_t id, const std::string& to) {
   return env_->SyncDir(dir_);
 }
 
-Status ValueLog::Impl::NameBack(uint32_t id) {
+Status ValueLog::Impl::MoveMisnamed(uint32_t id, bool renumber, uint32_t* to) {
   {
     std::unique_lock lk(segs_mu_);
     auto it = set_aside_.find(id);
     if (it == set_aside_.end() || it->second.why != SetAsideSegment::Why::kMisnamed) {
       return Status::NotFound(SegName(id) + ": not a misnamed segment");
     }
-    SEPFS_RETURN_IF_ERROR(
-        env_->RenameFile(PathOf(id), PathOf(it->second.header_id), RenameMode::kNoReplace));
-    set_aside_.erase(it);
-  }
-  return env_->SyncDir(dir_);
-}
-
-Status ValueLog::Impl::RenumberMisnamed(uint32_t id, uint32_t* to) {
-  {
-    std::unique_lock lk(segs_mu_);
-    auto it = set_aside_.find(id);
-    if (it == set_aside_.end() || it->second.why != SetAsideSegment::Why::kMisnamed) {
-      return Status::NotFound(SegName(id) + ": not a misnamed segment");
-    }
-    if (next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
-    *to = static_cast<uint32_t>(next_id_++);
+    if (renumber && next_id_ > UINT32_MAX) return Status::NoSpace("vlog: segment ids exhausted");
+    *to = renumber ? static_cast<uint32_t>(next_id_++) : it->second.header_id;
     SEPFS_RETURN_IF_ERROR(env_->RenameFile(PathOf(id), PathOf(*to), RenameMode::kNoReplace));
     SetAsideSegment moved = it->second;
-    moved.id = *to;
     set_aside_.erase(it);
-    set_aside_[*to] = moved;
+    moved.id = *to;
+    if (renumber) set_aside_[*to] = moved;
   }
   return env_->SyncDir(dir_);
 }
@@ -1486,10 +1473,11 @@ Status ValueLog::MoveOut(uint32_t id, const std::string& to) {
 }
 Status ValueLog::Adopt(uint32_t id) { return impl_->Adopt(id); }
 Status ValueLog::RenumberMisnamed(uint32_t id, uint32_t* to) {
-  return impl_->RenumberMisnamed(id, to);
+  return impl_->MoveMisnamed(id, /*renumber=*/true, to);
 }
 Status ValueLog::NameBack(uint32_t id) {
-  return impl_->NameBack(id);
+  uint32_t to = 0;
+  return impl_->MoveMisnamed(id, /*renumber=*/false, &to);
 }
 Status ValueLog::SealStream(Stream stream) { return impl_->SealStream(stream); }
 uint64_t ValueLog::LastSeq() const { return impl_->LastSeq(); }
