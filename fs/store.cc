@@ -68,6 +68,9 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
   bool told = false;
   for (;;) {
     Status st = env->LockFile(LockPath(dir), lock);
+    if (st.ok() && !(*lock)->Caveat().empty()) {
+      std::fprintf(stderr, "sepfs: %s\n", (*lock)->Caveat().c_str());
+    }
     if (st.err() != EBUSY) return st;
     const Clock::time_point now = Clock::now();
     if (now >= next_mount_check) {  // mountinfo may be long: a few looks a second
@@ -297,7 +300,16 @@ Status Store::OpenParts(const StoreOptions& options) {
   vo.store_id = StoreIdOf(super_);
   vo.dir_in_messages = VlogDir(dir_);
   SEPFS_RETURN_IF_ERROR(vlog::ValueLog::Open(vo, VlogDir(io_dir_), &vlog_));
-  if (!options.allow_set_aside_segments) SEPFS_RETURN_IF_ERROR(RefuseSetAsideSegments());
+  if (!options.allow_set_aside_segments) {
+    // A read-only mount changes nothing, so it serves what it can: a user
+    // copying data out should not have to repair first.
+    const Status refused = RefuseSetAsideSegments();
+    if (!refused.ok() && !options.read_only) return refused;
+    if (!refused.ok()) {
+      std::fprintf(stderr, "sepfs: %s: opened read-only all the same; reads of data in them "
+                           "fail with EIO\n", refused.ToString().c_str());
+    }
+  }
   if (!vo.version2_headers && !options.read_only && HoldsRecycledSegments()) {
     // Written by the binaries of 2026-11-24, which recycled files in stores
     // of format 3: such a store is of format 4 already, so say so (and let

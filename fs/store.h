@@ -68,7 +68,8 @@ struct StoreOptions {
   // Open a store whose vlog/ holds segment files the log set aside (another
   // store's, or renamed: vlog::ValueLog::SetAsideSegments), for fsck to
   // report them and repair to move or rename them. Otherwise Open refuses
-  // it (Corruption naming them).
+  // it (Corruption naming them), unless read_only: then it says so on
+  // stderr and serves the rest.
   bool allow_set_aside_segments = false;
 };
 

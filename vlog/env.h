@@ -63,6 +63,8 @@ class File {
 class FileLock {
  public:
   virtual ~FileLock() = default;
+  // What the lock does not guard against, for a log line; empty if nothing.
+  virtual std::string Caveat() const { return {}; }
 };
 
 enum class OpenMode {

@@ -234,11 +234,14 @@ class PosixFile final : public File {
 // file's lock (`flock STORE/LOCK true` after an unmount) finds both free.
 class PosixFileLock final : public FileLock {
  public:
-  PosixFileLock(Fd file, Fd dir) : file_(std::move(file)), dir_(std::move(dir)) {}
+  PosixFileLock(Fd file, Fd dir, std::string caveat)
+      : file_(std::move(file)), dir_(std::move(dir)), caveat_(std::move(caveat)) {}
+  std::string Caveat() const override { return caveat_; }
 
  private:
   Fd file_;
   Fd dir_;  // declared last: closed first
+  std::string caveat_;
 };
 
 // flock(fd, LOCK_EX | LOCK_NB), retried on EINTR; 0 or -1 with errno.
@@ -409,6 +412,7 @@ class PosixEnv final : public Env {
     const std::string dir =
         slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
     Fd dfd(OpenRetry(dir.c_str(), O_RDONLY | O_DIRECTORY, 0));
+    std::string caveat;
     if (dfd.get() < 0) return PosixError(errno, dir, "open the lock file's directory");
     if (TryFlock(dfd.get()) != 0) {
       if (errno == EWOULDBLOCK) {
@@ -422,9 +426,11 @@ class PosixEnv final : public Env {
       const bool unsupported =
           errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL;
       if (!unsupported || fd.get() < 0) return PosixError(errno, dir, "flock");
+      caveat = dir + ": cannot lock the directory (" + std::strerror(errno) +
+               "): only " + path + " keeps a second sepfs out, so do not remove it";
       Fd unlocked(std::move(dfd));  // closed here
     }
-    *out = std::make_unique<PosixFileLock>(std::move(fd), std::move(dfd));
+    *out = std::make_unique<PosixFileLock>(std::move(fd), std::move(dfd), std::move(caveat));
     return Status::OK();
   }
 

@@ -566,6 +566,13 @@ TEST_F(UnmountedTest, SegmentOfAnotherStoreRefusesTheMountUntilRepair) {
   EXPECT_FALSE(IsMountpoint(mnt()));
   // Log lines name the store's path, not the descriptor the daemon reaches it by.
   EXPECT_EQ(log.find("/proc/self/fd"), std::string::npos) << log;
+  // A read-only mount changes nothing: it serves the store's own data and
+  // says what it leaves out.
+  ASSERT_NO_FATAL_FAILURE(Mount({"ro"}));
+  EXPECT_TRUE(ReadFile(P("f")) == mine);
+  EXPECT_TRUE(Contains(DaemonLog(), "opened read-only all the same")) << DaemonLog();
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  EXPECT_TRUE(std::filesystem::exists(planted));
 
   CmdResult r = FsckResult();
   EXPECT_EQ(r.exit_code, 4) << r.Describe();
