@@ -184,11 +184,11 @@ Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* 
   // After an unclean shutdown, pointers to records a power loss took are
   // dropped (see LostPointers); intact pointers are counted live.
   LostPointers lost(meta_, vlog_->Segments());
-  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
-      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
-        vlog::BlockPtr p;
+  SEPFS_RETURN_IF_ERROR(meta_->ScanAllBlocks(
+      [&](std::string_view key, uint64_t, uint64_t, const kv::BlockValue& v) {
         ++*checked;
-        if (!kv::DecodeBlockValue(value, &p).ok()) return true;  // fsck reports it
+        if (v.inlined) return true;
+        const vlog::BlockPtr& p = v.ptr;
         if (lost.Intact(p) || !unclean) {
           vlog_->AddLive(p);
         } else {

@@ -949,12 +949,9 @@ Status Repairer::ClaimSetAsideSegments() {
   constexpr int kSamples = 4;
   std::map<uint32_t, std::unique_ptr<File>> files;
   std::map<uint32_t, int> tried, verified;
-  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(
-      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
-        uint64_t ino = 0, block = 0;
-        kv::BlockValue v;
-        if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlock(value, &v).ok() ||
-            v.inlined || foreign.count(v.ptr.segment) == 0 || tried[v.ptr.segment] >= kSamples) {
+  SEPFS_RETURN_IF_ERROR(meta_->ScanAllBlocks(
+      [&](std::string_view, uint64_t ino, uint64_t block, const kv::BlockValue& v) {
+        if (v.inlined || foreign.count(v.ptr.segment) == 0 || tried[v.ptr.segment] >= kSamples) {
           return true;
         }
         tried[v.ptr.segment]++;
@@ -1014,14 +1011,11 @@ Status Repairer::RewriteCounters(bool asked) {
   SEPFS_RETURN_IF_ERROR(LoadCounts(meta_, &lc));
   if (!lc.have_checkpoint) return Status::OK();  // the mount recounts
   std::map<uint32_t, uint64_t> live;
-  SEPFS_RETURN_IF_ERROR(meta_->ScanPrefix(std::string(1, kv::kTagBlock),
-                                          [&](std::string_view, std::string_view value) {
-                                            vlog::BlockPtr p;
-                                            if (kv::DecodeBlockValue(value, &p).ok()) {
-                                              live[p.segment] += p.record_size();
-                                            }
-                                            return true;
-                                          }));
+  SEPFS_RETURN_IF_ERROR(meta_->ScanAllBlocks(
+      [&](std::string_view, uint64_t, uint64_t, const kv::BlockValue& v) {
+        if (!v.inlined) live[v.ptr.segment] += v.ptr.record_size();
+        return true;
+      }));
   if (lc.consistent && lc.live == live && !asked && !rep_->changed()) return Status::OK();
   size_t differ = 0;
   for (const auto& [id, bytes] : live) differ += !lc.live.count(id) || lc.live.at(id) != bytes;

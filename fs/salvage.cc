@@ -31,14 +31,9 @@ Status ExistingInodes(kv::MetaStore* meta, std::set<uint64_t>* out) {
 Status SurvivingValues(Store* store, const std::set<uint64_t>& existing,
                        std::map<uint64_t, std::map<uint64_t, uint64_t>>* out) {
   std::string buf;
-  return store->meta()->ScanPrefix(
-      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
-        uint64_t ino = 0, block = 0;
-        kv::BlockValue v;
-        if (!kv::ParseBlockKey(key, &ino, &block) || existing.count(ino) ||
-            !kv::DecodeBlock(value, &v).ok()) {
-          return true;
-        }
+  return store->meta()->ScanAllBlocks(
+      [&](std::string_view, uint64_t ino, uint64_t block, const kv::BlockValue& v) {
+        if (existing.count(ino)) return true;
         buf.resize(v.length());
         if (v.inlined || store->vlog()->Read(v.ptr, ino, block, buf.data()).ok()) {
           (*out)[ino][block] = v.length();

@@ -46,13 +46,8 @@ Status SuperblockEvidence::ScanMetadata(kv::MetaStore* meta) {
                                            return true;
                                          }));
   std::unordered_map<uint64_t, uint64_t> last;  // ino -> its last block number
-  SEPFS_RETURN_IF_ERROR(meta->ScanPrefix(
-      std::string(1, kv::kTagBlock), [&](std::string_view key, std::string_view value) {
-        uint64_t ino = 0, block = 0;
-        kv::BlockValue v;
-        if (!kv::ParseBlockKey(key, &ino, &block) || !kv::DecodeBlock(value, &v).ok()) {
-          return true;  // fsck reports it; it tells nothing
-        }
+  SEPFS_RETURN_IF_ERROR(meta->ScanAllBlocks(
+      [&](std::string_view, uint64_t ino, uint64_t block, const kv::BlockValue& v) {
         values_++;
         longest_value_ = std::max(longest_value_, v.length());
         if (v.inlined) {

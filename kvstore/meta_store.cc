@@ -295,6 +295,16 @@ Status MetaStore::ScanBlocks(
   return st.ok() ? bad : st;
 }
 
+Status MetaStore::ScanAllBlocks(const std::function<bool(std::string_view key, uint64_t ino,
+                                                          uint64_t block, const BlockValue& v)>& fn) {
+  return ScanPrefix(std::string(1, kTagBlock), [&](std::string_view key, std::string_view value) {
+    uint64_t ino = 0, block = 0;
+    BlockValue v;
+    if (!ParseBlockKey(key, &ino, &block) || !DecodeBlock(value, &v).ok()) return true;
+    return fn(key, ino, block, v);
+  });
+}
+
 Status MetaStore::MultiGetSorted(
     const std::vector<std::string>& keys,
     const std::function<void(size_t index, const std::string* value)>& fn) {

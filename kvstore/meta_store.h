@@ -113,6 +113,11 @@ class MetaStore {
   Status ScanBlocks(
       uint64_t ino, uint64_t first, uint64_t end,
       const std::function<bool(uint64_t block, std::string_view key, std::string_view value)>& fn);
+  // Calls fn(key, ino, block, value) for every block pointer of every inode,
+  // in key order, until fn returns false. Pointers whose key or value does
+  // not decode are passed over: fsck reports them.
+  Status ScanAllBlocks(const std::function<bool(std::string_view key, uint64_t ino,
+                                                uint64_t block, const BlockValue& v)>& fn);
 
   // For each key of `keys` (sorted ascending), calls fn(index, value or
   // nullptr if absent) using one iterator that steps forward with Next()

@@ -303,6 +303,36 @@ TEST_F(MetaStoreTest, ScanBlocksReportsAMalformedKeyInItsRange) {
   EXPECT_EQ(blocks, (std::vector<uint64_t>{1}));
 }
 
+// Every inode's pointers, inline ones too, in key order; keys and values
+// that do not decode are passed over, and fn returning false ends the scan.
+TEST_F(MetaStoreTest, ScanAllBlocksVisitsEveryDecodablePointer) {
+  Batch b;
+  b.PutBlock(7, 1, vlog::BlockPtr{1, 64, 1, 71});
+  b.Put(BlockKey(7, 2) + "x", EncodeBlockValue(vlog::BlockPtr{1, 64, 1, 72}));  // bad key
+  b.Put(BlockKey(7, 3), "junk");                                               // bad value
+  b.PutInlineBlock(8, 0, "tiny");
+  b.PutBlock(9, 5, vlog::BlockPtr{2, 64, 1, 95});
+  b.PutInode(Inode(7, 0100644));
+  ASSERT_TRUE(store_->Write(&b, false).ok());
+  std::vector<std::string> seen;
+  auto collect = [&](std::string_view key, uint64_t ino, uint64_t block, const BlockValue& v) {
+    EXPECT_EQ(key, BlockKey(ino, block));
+    seen.push_back(std::to_string(ino) + "/" + std::to_string(block) + ":" +
+                   (v.inlined ? std::string(v.bytes) : std::to_string(v.ptr.seq)));
+    return true;
+  };
+  ASSERT_TRUE(store_->ScanAllBlocks(collect).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"7/1:71", "8/0:tiny", "9/5:95"}));
+  seen.clear();
+  auto first_only = [&](std::string_view key, uint64_t ino, uint64_t block,
+                        const BlockValue& v) {
+    collect(key, ino, block, v);
+    return false;
+  };
+  ASSERT_TRUE(store_->ScanAllBlocks(first_only).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"7/1:71"}));
+}
+
 TEST_F(MetaStoreTest, MultiGetSortedClusteredKeysUseFewSeeks) {
   Batch b;
   // 200 clustered children, every third one missing; plus other records.
