@@ -32,14 +32,19 @@ class Filesystem::LostPointers {
     return Reaches(p.segment, p.offset + p.record_size());
   }
 
+  // Whether `segment` is there at all.
+  bool Knows(uint32_t segment) const { return size_.count(segment) != 0; }
+
   void Drop(std::string_view key, const vlog::BlockPtr& p) {
     uint64_t ino = 0, block = 0;
     (void)kv::ParseBlockKey(key, &ino, &block);
-    std::fprintf(stderr,
-                 "sepfs: recovery: inode %llu block %llu was never written to segment %u "
-                 "(lost in a crash before fsync); it reads as zeros now\n",
-                 static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
-                 p.segment);
+    if (dropped_.size() < kNamed) {
+      std::fprintf(stderr,
+                   "sepfs: recovery: inode %llu block %llu was never written to segment %u "
+                   "(lost in a crash before fsync); it reads as zeros now%s\n",
+                   static_cast<unsigned long long>(ino), static_cast<unsigned long long>(block),
+                   p.segment, dropped_.size() + 1 == kNamed ? " (further ones not named)" : "");
+    }
     b_.Delete(key);
     dropped_.push_back(p);
     sectors_[ino] += SectorsOf(p.length);
@@ -68,6 +73,7 @@ class Filesystem::LostPointers {
   uint64_t dropped() const { return dropped_.size(); }
 
  private:
+  static constexpr size_t kNamed = 20;  // drops named one by one in the log
   kv::MetaStore* const meta_;
   std::unordered_map<uint32_t, uint64_t> size_;
   kv::Batch b_;
@@ -99,9 +105,9 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   if (have && recover) SEPFS_RETURN_IF_ERROR(DropLostPointers(lc));
   if (!have || !InstallCounts(journal_->live(), lc.ages)) {
     rep.full_recount = true;
-    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
-                                            &rep.pointers_dropped));
     std::map<uint32_t, uint64_t> live;
+    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
+                                            &rep.pointers_dropped, &live));
     for (const auto& seg : vlog_->Segments()) {
       if (seg.live_bytes > 0) live[seg.id] = seg.live_bytes;
     }
@@ -179,23 +185,37 @@ Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
   return lost.Commit(journal_.get());
 }
 
-Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped) {
+Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped,
+                                     std::map<uint32_t, uint64_t>* missing) {
   vlog_->ResetLive();
   // After an unclean shutdown, pointers to records a power loss took are
   // dropped (see LostPointers); intact pointers are counted live.
   LostPointers lost(meta_, vlog_->Segments());
+  std::map<uint32_t, uint64_t> pointers;  // missing segment -> pointers into it
   SEPFS_RETURN_IF_ERROR(meta_->ScanAllBlocks(
       [&](std::string_view key, uint64_t, uint64_t, const kv::BlockValue& v) {
         ++*checked;
         if (v.inlined) return true;
         const vlog::BlockPtr& p = v.ptr;
-        if (lost.Intact(p) || !unclean) {
+        if (unclean && !lost.Intact(p)) {
+          lost.Drop(key, p);
+        } else if (lost.Knows(p.segment)) {
           vlog_->AddLive(p);
         } else {
-          lost.Drop(key, p);
+          pointers[p.segment]++;
+          (*missing)[p.segment] += p.record_size();
         }
         return true;
       }));
+  // A clean shutdown lost nothing: a segment gone since was taken from the
+  // store, and its pointers stay for fsck to report (a restored file serves
+  // them again, and the checkpoint's counts include it).
+  for (const auto& [id, n] : pointers) {
+    std::fprintf(stderr,
+                 "sepfs: %s: %llu block pointers name segment %u, whose file is missing: "
+                 "their blocks fail with EIO (sepfs fsck --repair makes them holes)\n",
+                 store_->dir().c_str(), static_cast<unsigned long long>(n), id);
+  }
   *dropped += lost.dropped();
   // Not journaled: the checkpoint of this recount follows; a crash before it
   // leaves the old entries, which send the next mount here again.

@@ -161,6 +161,45 @@ TEST_F(RecoveryTest, RemovedUnfinishedSegmentIdIsNeverReused) {
   ExpectFsckClean();
 }
 
+// A segment file taken away from a cleanly closed store: the open says how
+// many pointers name it in one line (not a line per pointer), keeps them
+// (a restored file serves them again), and their reads fail with EIO.
+TEST_F(RecoveryTest, MissingSegmentIsReportedOnceAndItsBlocksFail) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(1, 40 * block_size())));
+  ASSERT_OK(fs_->Flush(f));
+  const auto live = Live();
+  ASSERT_EQ(live.size(), 1u);
+  const uint32_t id = live.begin()->first;
+  CloseFs();
+  const std::string path = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(id);
+  const std::string kept = store_dir_ + "/kept.vlog";
+  ASSERT_EQ(::rename(path.c_str(), kept.c_str()), 0);
+  ::testing::internal::CaptureStderr();
+  Status st = Filesystem::Open(store_dir_, fs_options(), &fs_);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_OK(st);
+  const std::string line = "40 block pointers name segment " + std::to_string(id) +
+                           ", whose file is missing";
+  EXPECT_NE(log.find(line), std::string::npos) << log;
+  EXPECT_EQ(log.find("unknown"), std::string::npos) << log;
+  std::string got;
+  EXPECT_ERRNO(fs_->Read(f, 0, block_size(), &got), EIO);
+  CloseFs();
+  // Every open without the file says so again.
+  ::testing::internal::CaptureStderr();
+  st = Filesystem::Open(store_dir_, fs_options(), &fs_);
+  const std::string again = ::testing::internal::GetCapturedStderr();
+  ASSERT_OK(st);
+  EXPECT_NE(again.find(line), std::string::npos) << again;
+  CloseFs();
+  // Put back, the file is served and counted again.
+  ASSERT_EQ(::rename(kept.c_str(), path.c_str()), 0);
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(ReadAll(f) == Payload(1, 40 * block_size()));
+  ExpectFsckClean();
+}
+
 // fsck opens the store like a mount, which removes an unfinished segment
 // file; the report says so.
 TEST_F(RecoveryTest, FsckNotesAnUnfinishedSegmentItRemoved) {
