@@ -314,18 +314,19 @@ class Filesystem {
   // Segment live counts at mount: RestoreLiveCounts takes the ones persisted
   // at the last clean unmount (restored=false if there are none usable);
   // RebuildLiveCounts recounts every block pointer (and after an unclean
-  // shutdown drops those whose record never reached its segment); the
-  // bytes of pointers into segments whose files are missing after a clean
-  // one go to *missing, for the checkpoint: a restored file is counted
-  // again, and each mount without it recounts and reports it.
+  // shutdown drops those whose record never reached its segment, if the
+  // checkpoint did not declare it durable); the bytes of pointers into
+  // segments whose files are missing otherwise go to *missing, for the
+  // checkpoint: a restored file is counted again, and each mount without
+  // it recounts and reports it.
   // Mount-time counts and recovery (recovery.cc).
   Status StartCounts(bool clean, const std::string& store_dir);
   class LostPointers;
   bool InstallCounts(const std::map<uint32_t, uint64_t>& live,
                      const std::map<uint32_t, uint64_t>& ages);
   Status DropLostPointers(const LoadedCounts& lc);
-  Status RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped,
-                           std::map<uint32_t, uint64_t>* missing);
+  Status RebuildLiveCounts(bool unclean, const VlogHeads& checkpoint, uint64_t* checked,
+                           uint64_t* dropped, std::map<uint32_t, uint64_t>* missing);
   // A record appended after the checkpoint, found by ScanSinceHeads.
   struct ReplayCandidate {
     uint64_t ino, block;

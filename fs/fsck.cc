@@ -262,9 +262,14 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
   // After an unclean shutdown, a pointer whose record lies past the end of
   // its segment was written to the LevelDB log while its record (written,
   // not synced) was lost: the mount drops it (see RebuildLiveCounts), so it
-  // is a note here, like an orphan, not damage.
+  // is a note here, like an orphan, not damage. Unless the last checkpoint
+  // declared the record durable: then the segment was damaged or removed,
+  // and the mount keeps the pointer (its reads fail).
   uint64_t clean_flag = 0;
   const bool unclean = !(meta->GetCounter("clean", &clean_flag).ok() && clean_flag);
+  LoadedCounts counts;  // for its heads; an unreadable one is reported below
+  if (unclean && !LoadCounts(meta, &counts).ok()) counts = LoadedCounts{};
+  auto crash_lost = [&](const vlog::BlockPtr& p) { return unclean && !counts.heads.Durable(p); };
   if (unclean) {
     rep->notes.push_back(
         "not unmounted cleanly: the next mount recovers (it reads the vLog written since the "
@@ -342,7 +347,7 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
       }
       return true;
     }
-    if (!seg_ids.count(p.segment) && unclean) {
+    if (!seg_ids.count(p.segment) && crash_lost(p)) {
       add({FsckKind::kPointerSegmentMissing, false, ino, block, p.segment, std::string(key),
            where + ": segment " + std::to_string(p.segment) +
                " was lost in a crash before it was synced (dropped at next mount)"});
@@ -354,7 +359,7 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
           block);
       return true;
     }
-    if (unclean && p.offset + p.record_size() > seg_size[p.segment]) {
+    if (crash_lost(p) && p.offset + p.record_size() > seg_size[p.segment]) {
       add({FsckKind::kPointerBadRecord, false, ino, block, p.segment, std::string(key),
            where + ": record lost in a crash before it was synced (dropped at next mount)"});
       return true;

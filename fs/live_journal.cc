@@ -122,6 +122,14 @@ std::string EncodeVlogHeads(const VlogHeads& h) {
   return s;
 }
 
+bool VlogHeads::Durable(const vlog::BlockPtr& p) const {
+  if (p.segment == 0 || p.segment > max_segment) return false;
+  for (const vlog::StreamHead& h : heads) {
+    if (h.segment == p.segment && p.offset >= h.offset) return false;
+  }
+  return true;
+}
+
 Status DecodeVlogHeads(std::string_view src, VlogHeads* out) {
   *out = VlogHeads{};
   if (src.size() < 5 || src[0] != kVersion || (src.size() - 5) % 12 != 0) {

@@ -76,6 +76,11 @@ struct VlogHeads {
   uint32_t max_segment = 0;  // highest segment id at the checkpoint
   std::vector<vlog::StreamHead> heads;
   bool operator==(const VlogHeads&) const = default;
+  // Whether the checkpoint declared the record at p durable: it lies in a
+  // segment up to max_segment, before its stream's head if it is one. A
+  // crash can take only records it did not (none, without a checkpoint:
+  // max_segment 0); one of the others that is gone was damaged or removed.
+  bool Durable(const vlog::BlockPtr& p) const;
 };
 // Version byte 1, max_segment (4 LE), then per head: segment (4 LE), offset (8 LE).
 std::string EncodeVlogHeads(const VlogHeads& h);

@@ -14,7 +14,8 @@
 namespace sepfs::fs {
 
 // Pointers that name records a power loss took: the record lies past the
-// end of what survived of its segment, or its segment is gone. Each is
+// end of what survived of its segment, or its segment is gone, and the
+// last checkpoint did not declare it durable (VlogHeads::Durable). Each is
 // dropped (the block becomes a hole), logged, and taken off its inode's
 // st_blocks; Commit writes it all in one synced batch.
 class Filesystem::LostPointers {
@@ -106,7 +107,7 @@ Status Filesystem::StartCounts(bool clean, const std::string& store_dir) {
   if (!have || !InstallCounts(journal_->live(), lc.ages)) {
     rep.full_recount = true;
     std::map<uint32_t, uint64_t> live;
-    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, &rep.pointers_checked,
+    SEPFS_RETURN_IF_ERROR(RebuildLiveCounts(recover, lc.heads, &rep.pointers_checked,
                                             &rep.pointers_dropped, &live));
     for (const auto& seg : vlog_->Segments()) {
       if (seg.live_bytes > 0) live[seg.id] = seg.live_bytes;
@@ -177,7 +178,10 @@ Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
         kv::BlockPrefix(ino), [&](std::string_view key, std::string_view value) {
           vlog::BlockPtr p;
           recovery_.pointers_checked++;
-          if (kv::DecodeBlockValue(value, &p).ok() && !lost.Intact(p)) lost.Drop(key, p);
+          if (kv::DecodeBlockValue(value, &p).ok() && !lost.Intact(p) &&
+              !lc.heads.Durable(p)) {
+            lost.Drop(key, p);
+          }
           return true;
         }));
   }
@@ -185,7 +189,8 @@ Status Filesystem::DropLostPointers(const LoadedCounts& lc) {
   return lost.Commit(journal_.get());
 }
 
-Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* dropped,
+Status Filesystem::RebuildLiveCounts(bool unclean, const VlogHeads& checkpoint,
+                                     uint64_t* checked, uint64_t* dropped,
                                      std::map<uint32_t, uint64_t>* missing) {
   vlog_->ResetLive();
   // After an unclean shutdown, pointers to records a power loss took are
@@ -197,7 +202,7 @@ Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* 
         ++*checked;
         if (v.inlined) return true;
         const vlog::BlockPtr& p = v.ptr;
-        if (unclean && !lost.Intact(p)) {
+        if (unclean && !lost.Intact(p) && !checkpoint.Durable(p)) {
           lost.Drop(key, p);
         } else if (lost.Knows(p.segment)) {
           vlog_->AddLive(p);
@@ -207,9 +212,10 @@ Status Filesystem::RebuildLiveCounts(bool unclean, uint64_t* checked, uint64_t* 
         }
         return true;
       }));
-  // A clean shutdown lost nothing: a segment gone since was taken from the
-  // store, and its pointers stay for fsck to report (a restored file serves
-  // them again, and the checkpoint's counts include it).
+  // A segment the checkpoint declared durable that is gone now was taken
+  // from the store, not lost in a crash: its pointers stay for fsck to
+  // report, and read as errors, not zeros (a restored file serves them
+  // again, and the checkpoint's counts include it).
   for (const auto& [id, n] : pointers) {
     std::fprintf(stderr,
                  "sepfs: %s: %llu block pointers name segment %u, whose file is missing: "

@@ -200,6 +200,39 @@ TEST_F(RecoveryTest, MissingSegmentIsReportedOnceAndItsBlocksFail) {
   ExpectFsckClean();
 }
 
+// Segments the last checkpoint declared durable, cut short or removed while
+// the store was not cleanly unmounted, are damaged, not lost in the crash:
+// fsck reports errors (not notes), and the mount keeps the pointers, so
+// their blocks fail with EIO instead of reading as zeros.
+TEST_F(RecoveryTest, DamageToCheckpointedSegmentsIsNotTakenForACrashLoss) {
+  const uint64_t f = Create(kRoot, "f");
+  const std::string data = Payload(3, 520 * block_size());  // segments 1 and 2
+  ASSERT_OK(fs_->Write(f, 0, data));
+  ASSERT_OK(fs_->Flush(f));
+  ASSERT_EQ(Live().size(), 2u);
+  CloseFs();
+  InCrashingChild([](Filesystem*) { return 0; });  // a mount that died idle
+  const std::string first = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(1);
+  const std::string second = VlogDir(store_dir_) + "/" + vlog::SegmentFileName(2);
+  ASSERT_EQ(::truncate(first.c_str(), 2 << 20), 0);
+  ASSERT_EQ(::unlink(second.c_str()), 0);
+  FsckReport rep;
+  RunFsck(&rep);
+  EXPECT_FALSE(rep.errors.empty());
+  for (const auto& n : rep.notes) EXPECT_EQ(n.find("lost in a crash"), std::string::npos) << n;
+  ::testing::internal::CaptureStderr();
+  Status st = Filesystem::Open(store_dir_, fs_options(), &fs_);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_OK(st);
+  EXPECT_EQ(fs_->recovery().pointers_dropped, 0u) << log;
+  EXPECT_NE(log.find("name segment 2, whose file is missing"), std::string::npos) << log;
+  std::string got;
+  ASSERT_OK(fs_->Read(f, 0, block_size(), &got));
+  EXPECT_TRUE(got == data.substr(0, block_size()));
+  EXPECT_ERRNO(fs_->Read(f, 300 * block_size(), block_size(), &got), EIO);  // cut off
+  EXPECT_ERRNO(fs_->Read(f, 515 * block_size(), block_size(), &got), EIO);  // removed
+}
+
 // fsck opens the store like a mount, which removes an unfinished segment
 // file; the report says so.
 TEST_F(RecoveryTest, FsckNotesAnUnfinishedSegmentItRemoved) {
