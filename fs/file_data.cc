@@ -70,7 +70,8 @@ Status Filesystem::Write(uint64_t ino, uint64_t off, std::string_view data, Writ
     std::lock_guard<std::mutex> il(in->mu);
     SEPFS_RETURN_IF_ERROR(PastRefusalLocked(in.get(), off));
   }
-  const Status space = HaveSpace(data.size());
+  SpaceGrant grant;  // until the bytes are in the dirty-block cache
+  const Status space = HaveSpace(data.size(), &grant);
   std::shared_lock<std::shared_mutex> ns(ns_mu_);
   InodeRef in;
   SEPFS_RETURN_IF_ERROR(GetInode(ino, &in));

@@ -381,10 +381,29 @@ class Filesystem {
   // ctime if they change (returns whether they did); stored with the next
   // flush, as a write's times.
   bool KillSetidLocked(Inode* in, const SetidCaller& c);
+  // Bytes HaveSpace granted to a write that has not put them in the
+  // dirty-block cache yet; given back when the grant is destroyed.
+  class SpaceGrant {
+   public:
+    SpaceGrant() = default;
+    SpaceGrant(const SpaceGrant&) = delete;
+    SpaceGrant& operator=(const SpaceGrant&) = delete;
+    ~SpaceGrant() {
+      if (granted_ != nullptr) granted_->fetch_sub(bytes_, std::memory_order_relaxed);
+    }
+
+   private:
+    friend class Filesystem;
+    std::atomic<uint64_t>* granted_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
   // Takes `bytes` of what the store may still take for data (waiting up to
   // 10 s for GC when sealed segments hold that much garbage); ENOSPC if
-  // it cannot. Called before any lock of the namespace or an inode.
-  Status HaveSpace(uint64_t bytes);
+  // it cannot. The bytes stay counted in *grant until the caller has put
+  // them in the dirty-block cache (which a new look at the free space
+  // counts), so concurrent writes cannot take the same room twice. Called
+  // before any lock of the namespace or an inode.
+  Status HaveSpace(uint64_t bytes, SpaceGrant* grant);
   // What a metadata change may add to LevelDB, which grows the disk by
   // itself: a LevelDB write that finds the disk full fails every later one
   // until the next mount, deletes included.
@@ -497,6 +516,7 @@ class Filesystem {
   uint64_t space_checked_at_ = 0;  // bytes written when free space was last read
   uint64_t space_avail_ = 0;
   std::atomic<uint64_t> bytes_since_check_{0};
+  std::atomic<uint64_t> space_granted_{0};  // held by SpaceGrants
   // HaveMetaSpace's last read of the disk (space_mu_): when, the free bytes
   // then less what it granted since, and the reserve.
   uint64_t meta_checked_us_ = 0;

@@ -91,7 +91,7 @@ bool Filesystem::AwaitCollector(uint64_t bytes, uint64_t epoch, Deadline deadlin
   return true;
 }
 
-Status Filesystem::HaveSpace(uint64_t bytes) {
+Status Filesystem::HaveSpace(uint64_t bytes, SpaceGrant* grant) {
   last_write_us_ = MonotonicMicros();
   const uint64_t written = bytes_since_check_.fetch_add(bytes) + bytes;
   const Deadline deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -103,13 +103,19 @@ Status Filesystem::HaveSpace(uint64_t bytes) {
       if (refresh || space_checked_at_ == 0 || written - space_checked_at_ > (16ull << 20) ||
           space_avail_ < (256ull << 20)) {
         SEPFS_RETURN_IF_ERROR(AvailableBytes(&space_avail_));
-        // Bytes accepted earlier and still in the dirty-block cache take
-        // their room at their flush; the disk does not show them yet.
-        space_avail_ -= std::min(space_avail_, dirty_total_.load(std::memory_order_relaxed));
+        // Bytes accepted earlier and still in the dirty-block cache, or on
+        // their way there, take their room at their flush; the disk does
+        // not show them yet.
+        space_avail_ -= std::min(space_avail_,
+                                 dirty_total_.load(std::memory_order_relaxed) +
+                                     space_granted_.load(std::memory_order_relaxed));
         space_checked_at_ = written ? written : 1;
       }
       if (bytes <= space_avail_) {
         space_avail_ -= bytes;
+        space_granted_.fetch_add(bytes, std::memory_order_relaxed);
+        grant->granted_ = &space_granted_;
+        grant->bytes_ = bytes;
         meta_disk_free_ -= std::min(bytes, meta_disk_free_);
         return Status::OK();
       }

@@ -831,6 +831,42 @@ TEST_F(NoStoreTest, FailedGcOfAMountSaysWhereTheDaemonLoggedWhy) {
   ASSERT_NO_FATAL_FAILURE(Unmount());
 }
 
+// A store with a capacity takes no more disk than it: the kernel's
+// writeback sends several WRITEs at once, and each saw the room the others
+// were about to take (a 16 MiB store held 17.8 MB of segments after a cp
+// of 30 MB).
+TEST_F(NoStoreTest, ConcurrentWritebackStaysWithinTheCapacity) {
+  ASSERT_NO_FATAL_FAILURE(Mkfs({"--capacity=16M", "--segment-size=1M"}));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  const std::string chunk = RandomBytes(kMiB, 81);
+  for (int round = 0; round < 3; ++round) {
+    const std::string name = P("big" + std::to_string(round));
+    {
+      UniqueFd fd(::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+      ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+      int err = 0;
+      for (int i = 0; i < 30 && err == 0; ++i) {
+        if (::write(fd.get(), chunk.data(), chunk.size()) < 0) err = errno;
+      }
+      if (err == 0 && ::fsync(fd.get()) != 0) err = errno;
+      EXPECT_EQ(ErrName(err), ErrName(ENOSPC));
+    }
+    uint64_t segments = 0;
+    for (const auto& e : std::filesystem::directory_iterator(store() + "/vlog")) {
+      if (e.is_regular_file()) segments += e.file_size();
+    }
+    // After the first round a recycled file's unwritten rest may be counted
+    // for one user stream and taken by the other: less than a segment more
+    // (README).
+    EXPECT_LE(segments, (16u << 20) + (round > 0 ? 1u << 20 : 0)) << "round " << round;
+    ASSERT_SYS_OK(::unlink(name.c_str()));
+    CmdResult r = RunSepfs({"gc", "--min-garbage=0", mnt()});
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  }
+  ASSERT_NO_FATAL_FAILURE(Unmount());
+  Fsck();
+}
+
 // sepfs gc collects the segments of which at least --min-garbage percent
 // (default 20) is garbage and says what it left; 0 collects them all. It
 // collected every segment holding any garbage, so a store of cold data
