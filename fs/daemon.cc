@@ -248,6 +248,10 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     }
   }
   TuneBdi(real_mountpoint, req.options);
+  if (Status n = fs->store()->NoteMount(real_mountpoint); !n.ok()) {
+    std::fprintf(stderr, "sepfs: %s: cannot note the mount in the lock file: %s\n",
+                 req.store.c_str(), fs->store()->Shown(n).c_str());
+  }
   pipe->Report(0);
   if (!req.foreground) DetachStdio(req.store);
 

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "fs/mountinfo.h"
 #include "fs/old_store.h"
 #include "fs/superblock_copy.h"
+#include "vlog/whole_file.h"
 
 namespace sepfs::fs {
 
@@ -57,6 +60,53 @@ std::string StoreMountPoint(const std::string& dir) {
 
 namespace {
 
+// What NoteMount writes into the lock file, and how it is read back.
+std::string MountNote(pid_t pid, const std::string& mountpoint) {
+  return "pid " + std::to_string(pid) + "\nmount " + mountpoint + "\n";
+}
+
+// Replaces what the lock file of dir holds (the lock is on its inode, so it
+// is rewritten in place, not replaced).
+Status WriteLockNote(Env* env, const std::string& dir, const std::string& note) {
+  std::unique_ptr<File> f;
+  SEPFS_RETURN_IF_ERROR(env->OpenFile(LockPath(dir), OpenMode::kReadWrite, &f));
+  uint64_t size = 0;
+  SEPFS_RETURN_IF_ERROR(f->Size(&size));
+  if (size == 0 && note.empty()) return Status::OK();
+  SEPFS_RETURN_IF_ERROR(f->Truncate(0));
+  return note.empty() ? Status::OK() : f->Write(0, note);
+}
+
+// The mount point a live holder of dir's lock wrote there, if it is still a
+// sepfs mount; "" otherwise (no note, a dead process, a stale mount point).
+std::string NotedMountPoint(Env* env, const std::string& dir, std::string* source) {
+  std::string note;
+  if (!ReadWholeFile(env, LockPath(dir), &note, 8192).ok()) return "";
+  long pid = 0;
+  std::string point;
+  size_t at = 0;
+  while (at < note.size()) {
+    size_t end = note.find('\n', at);
+    if (end == std::string::npos) return "";  // cut short: being written
+    const std::string line = note.substr(at, end - at);
+    if (line.rfind("pid ", 0) == 0) pid = std::strtol(line.c_str() + 4, nullptr, 10);
+    if (line.rfind("mount ", 0) == 0) point = line.substr(6);
+    at = end + 1;
+  }
+  if (pid <= 0 || point.empty() || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) {
+    return "";
+  }
+  std::vector<MountInfo> mounts;
+  if (!ReadMountInfo(&mounts).ok()) return "";
+  for (const MountInfo& m : mounts) {
+    if (m.fstype == "fuse.sepfs" && m.point == point) {
+      *source = m.source;
+      return point;
+    }
+  }
+  return "";
+}
+
 // Takes the store's lock. A lock held while no mount serves the store is
 // most likely a daemon still writing after umount; that is waited for, up
 // to wait_sec (see StoreOptions::lock_wait_sec).
@@ -77,6 +127,12 @@ Status LockStore(Env* env, const std::string& dir, double wait_sec,
       const std::string point = StoreMountPoint(dir);
       if (!point.empty()) {
         return Status::FromErrno(EBUSY, dir + ": store is mounted at " + point);
+      }
+      std::string source;
+      const std::string noted = NotedMountPoint(env, dir, &source);
+      if (!noted.empty()) {
+        return Status::FromErrno(EBUSY, dir + ": store is mounted at " + noted + " (from " +
+                                            source + ", its path when it was mounted)");
       }
       next_mount_check = now + std::chrono::milliseconds(250);
     }
@@ -238,6 +294,9 @@ Status Store::Open(const std::string& dir, const StoreOptions& options,
                                           "stats work too; nothing is written)");
   }
   SEPFS_RETURN_IF_ERROR(LockStore(s->env_, dir, options.lock_wait_sec, &s->lock_));
+  // An earlier holder's note is stale now (a failure leaves it: a dead
+  // process's note is never believed).
+  if (!s->on_read_only_media_) (void)WriteLockNote(s->env_, dir, "");
   s->io_dir_ = dir;
   if (options.pin_directory) {
     s->dir_fd_.fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -357,6 +416,11 @@ bool Store::HoldsRecycledSegments() const {
     if (seg.recycled) return true;
   }
   return false;
+}
+
+Status Store::NoteMount(const std::string& mountpoint) {
+  if (on_read_only_media_) return Status::OK();
+  return WriteLockNote(env_, io_dir_, MountNote(::getpid(), mountpoint));
 }
 
 Status Store::RaiseFormat(uint32_t version) {

@@ -106,6 +106,11 @@ class Store {
   // The store's file system is mounted read-only: it was opened read-only
   // with LevelDB's writes kept in memory (kv::MetaOptions::writes_in_memory).
   bool on_read_only_media() const { return on_read_only_media_; }
+  // Writes into the store's lock file that this process serves the store at
+  // mountpoint, for a second mount to name it even where /proc/self/mountinfo
+  // cannot tell (the store moved since it was mounted). Every open clears
+  // it (on writable media).
+  Status NoteMount(const std::string& mountpoint);
 
  private:
   Store() = default;

@@ -435,6 +435,15 @@ TEST_F(CliTest, StoreRenamedWhileMountedStaysTheOneUsed) {
   ASSERT_SYS_OK(::mkdir(P("d").c_str(), 0755));
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("d/g"), "small"));
   EXPECT_TRUE(SameBytes(ReadFile(P("after")), data));
+  // A second mount of the moved store names the mount at once (it waited
+  // a minute, then said the store was not mounted).
+  const std::string other = root() + "/other-mnt";
+  ASSERT_SYS_OK(::mkdir(other.c_str(), 0755));
+  CmdResult again = RunSepfs({"mount", moved, other});
+  EXPECT_NE(again.exit_code, 0) << again.Describe();
+  EXPECT_TRUE(Contains(again.err, moved + ": store is mounted at " + mnt() + " (from " + store()))
+      << again.Describe();
+  EXPECT_FALSE(IsMountpoint(other));
   ASSERT_NO_FATAL_FAILURE(Unmount());
   EXPECT_TRUE(std::filesystem::is_empty(store())) << "files were made at the old path";
   ASSERT_SYS_OK(::rmdir(store().c_str()));
