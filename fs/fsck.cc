@@ -267,9 +267,12 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
   // and the mount keeps the pointer (its reads fail).
   uint64_t clean_flag = 0;
   const bool unclean = !(meta->GetCounter("clean", &clean_flag).ok() && clean_flag);
-  LoadedCounts counts;  // for its heads; an unreadable one is reported below
-  if (unclean && !LoadCounts(meta, &counts).ok()) counts = LoadedCounts{};
-  auto crash_lost = [&](const vlog::BlockPtr& p) { return unclean && !counts.heads.Durable(p); };
+  // Read once: its heads here, its counts below (where a failure to read
+  // them is returned; here it leaves no heads: nothing declared durable).
+  LoadedCounts lc;
+  const Status counts_read = LoadCounts(meta, &lc);
+  if (!counts_read.ok()) lc = LoadedCounts{};
+  auto crash_lost = [&](const vlog::BlockPtr& p) { return unclean && !lc.heads.Durable(p); };
   if (unclean) {
     rep->notes.push_back(
         "not unmounted cleanly: the next mount recovers (it reads the vLog written since the "
@@ -466,8 +469,7 @@ Status Check(Store* store, const FsckOptions& options, FsckReport* rep,
   // equal the bytes every block pointer names, clean or not: entries commit
   // with the pointers. (A pointer fsck reports for another reason still
   // counts: the counters track references, the errors above track damage.)
-  LoadedCounts lc;
-  SEPFS_RETURN_IF_ERROR(LoadCounts(meta, &lc));
+  SEPFS_RETURN_IF_ERROR(counts_read);
   const std::string key = kv::CounterKey(kSegmentUsageCounter);
   if (!lc.have_checkpoint) {
     rep->notes.push_back("no segment counter checkpoint: counters are rebuilt at next mount");
