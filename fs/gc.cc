@@ -135,6 +135,7 @@ Status GarbageCollector::CollectOne(double min_ratio, bool every_policy, bool* d
   totals_.records_relocated += js.records_relocated;
   totals_.records_lost_race += js.records_lost_race;
   totals_.bytes_moved += js.bytes_moved;
+  totals_.bytes_read += js.bytes_scanned;
   const uint64_t us = static_cast<uint64_t>(js.seconds * 1e6);
   totals_.micros += us;
   RaiseAtLeast(totals_.max_job_micros, us);
@@ -147,6 +148,7 @@ Status GarbageCollector::CollectOne(double min_ratio, bool every_policy, bool* d
     return st;
   }
   totals_.segments_collected++;
+  totals_.collected_unread += js.collected_unread;
   totals_.bytes_freed += js.bytes_freed;
   char buf[256];
   std::snprintf(buf, sizeof(buf),
@@ -262,14 +264,17 @@ std::string GarbageCollector::StatsText() const {
                 "  mode                 %s (picker %s, %d streams)\n"
                 "  lifetime scale       %" PRIu64 " records\n"
                 "  segments collected   %" PRIu64 " (%" PRIu64 " failed)\n"
+                "  segments unread      %" PRIu64 " (of those collected: nothing live, not read)\n"
                 "  records relocated    %" PRIu64 " (%" PRIu64 " lost to user writes)\n"
+                "  gc bytes read        %" PRIu64 "\n"
                 "  gc bytes moved       %" PRIu64 "\n"
                 "  gc bytes freed       %" PRIu64 "\n"
                 "  gc seconds           %.3f (longest job %.3f)\n",
                 options_.mode.c_str(), vlog::GcPolicyName(policy_),
                 options_.mode == "wisckey" ? 1 : options_.streams, LifetimeScale(),
                 totals_.segments_collected.load(), totals_.failures.load(),
-                totals_.records_relocated.load(), totals_.records_lost_race.load(),
+                totals_.collected_unread.load(), totals_.records_relocated.load(),
+                totals_.records_lost_race.load(), totals_.bytes_read.load(),
                 totals_.bytes_moved.load(), totals_.bytes_freed.load(),
                 totals_.micros.load() / 1e6, totals_.max_job_micros.load() / 1e6);
   return buf;

@@ -70,6 +70,8 @@ struct GcTotals {
   std::atomic<uint64_t> records_relocated{0};
   std::atomic<uint64_t> records_lost_race{0};
   std::atomic<uint64_t> bytes_moved{0};
+  std::atomic<uint64_t> bytes_read{0};          // record bytes the jobs scanned
+  std::atomic<uint64_t> collected_unread{0};    // of segments_collected: nothing live, not read
   std::atomic<uint64_t> bytes_freed{0};
   std::atomic<uint64_t> failures{0};
   std::atomic<uint64_t> micros{0};

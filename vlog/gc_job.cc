@@ -49,11 +49,15 @@ class Job {
     std::string data;
   };
 
-  Status Check(uint64_t* victim_size);
+  // *dead: the victim's live count is zero (nothing to read).
+  Status Check(uint64_t* victim_size, bool* dead);
   // The victim as the vLog lists it now; false if it is not listed.
   bool FindVictim(SegmentInfo* out) const;
   // Handles one intact record of the victim.
   Status OnRecord(const BlockPtr& ptr, const RecordHeader& h, std::string_view data);
+  // Step 3: deletes the victim, of victim_size bytes, once no reader can
+  // still follow a pointer into it.
+  Status Delete(uint64_t victim_size);
   // Relocates batch_ (steps 2a-2e) and empties it.
   Status RelocateBatch();
   // Sleeps if the I/O so far is ahead of max_bytes_per_sec; unless `force`,
@@ -75,7 +79,7 @@ class Job {
   uint64_t batch_bytes_ = 0;
 };
 
-Status Job::Check(uint64_t* victim_size) {
+Status Job::Check(uint64_t* victim_size, bool* dead) {
   for (Stream s : {o_.dest, o_.old_dest}) {
     const int si = static_cast<int>(s);
     if (si < 0 || si >= kNumStreams) return Status::InvalidArgument(Name() + ": bad dest stream");
@@ -84,6 +88,8 @@ Status Job::Check(uint64_t* victim_size) {
   if (!FindVictim(&s)) return Status::NotFound(Name() + ": no such segment");
   if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
   *victim_size = s.size;
+  // A damaged header is left to the scan, which reports it.
+  *dead = s.live_bytes == 0 && !s.damaged;
   return Status::OK();
 }
 
@@ -191,7 +197,12 @@ void Job::Throttle(bool force) {
 
 Status Job::Run() {
   uint64_t victim_size = 0;
-  SEPFS_RETURN_IF_ERROR(Check(&victim_size));
+  bool dead = false;
+  SEPFS_RETURN_IF_ERROR(Check(&victim_size, &dead));
+  if (dead) {
+    ++stats_->collected_unread;
+    return Delete(victim_size);
+  }
   Status job_st, damage;  // damage: the first damaged record (it names the segment and offset)
   Status st = vlog_->ScanSegment(
       victim_, [&](const BlockPtr& ptr, const RecordHeader& h, std::string_view data,
@@ -226,9 +237,13 @@ Status Job::Run() {
     Log(st.ToString());
     return st;
   }
-  st = index_->Quiesce([&] { return vlog_->DeleteSegment(victim_); });
+  return Delete(victim_size);
+}
+
+Status Job::Delete(uint64_t victim_size) {
+  Status st = index_->Quiesce([&] { return vlog_->DeleteSegment(victim_); });
   if (!st.ok()) {
-    Log(Name() + ": relocated everything but could not delete it: " + st.ToString());
+    Log(Name() + ": nothing is left live in it, but it could not be deleted: " + st.ToString());
     return st;
   }
   stats_->bytes_freed = victim_size;

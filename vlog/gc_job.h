@@ -10,6 +10,13 @@
 //   1. Scan the victim front to back (ValueLog::ScanSegment, sequential
 //      reads). A record is live iff index->IsLive(inode, block, ptr): the
 //      index maps (inode, block) to exactly this record right now.
+//      A victim whose live count is zero is not read at (1) and (2): the
+//      count is exact (each record counts from its append until its pointer
+//      is replaced or removed, and a mount after a crash recounts every
+//      pointer), a sealed segment never gains a record, and so no pointer
+//      names it. Batch deletes leave such segments, which went back through
+//      the disk and the checksum at full size before (as LFS's cleaner and
+//      F2FS free a segment of no valid blocks by its usage count alone).
 //   2. Collect live records into a batch of at most about batch_bytes record
 //      bytes (bounded memory); when it is full, and at the end of the scan:
 //      a. sort the batch by (inode, block), so a file's blocks become
@@ -135,6 +142,7 @@ struct GcJobStats {
   uint64_t batches = 0;            // SwapPointers calls
   uint64_t bytes_freed = 0;        // size of the victim's file, once deleted
   uint64_t damaged_collected = 0;  // 1: the victim had damaged records, none of them live
+  uint64_t collected_unread = 0;   // 1: nothing in the victim was live: deleted unread
   double seconds = 0;              // wall time of the job (per the clock)
   double seconds_throttled = 0;    // of which spent sleeping for the rate limit
 };

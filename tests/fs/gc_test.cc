@@ -98,6 +98,11 @@ class GcTest : public FsTest {
         << summary;
     EXPECT_NE(summary.find(" MiB of garbage left in 1 segments"), std::string::npos) << summary;
     EXPECT_NE(summary.find("segments of at least 20% garbage)"), std::string::npos) << summary;
+    // Nothing in heavy's segment was live: it went without a byte read.
+    const std::string stats = fs_->StatsText();
+    EXPECT_NE(stats.find("  segments unread      " + std::to_string(n) + " "), std::string::npos)
+        << stats;
+    EXPECT_NE(stats.find("  gc bytes read        0\n"), std::string::npos) << stats;
 
     ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
     EXPECT_GE(n, 1u);

@@ -605,8 +605,62 @@ TEST_F(GcJobTest, CrashAfterSwapBeforeDeleteIsCollectedAgain) {
   EXPECT_EQ(stats_.live_records, 0u);
   EXPECT_EQ(stats_.bytes_moved, 0u);
   EXPECT_EQ(stats_.batches, 0u);
+  EXPECT_EQ(stats_.collected_unread, 1u);
   EXPECT_FALSE(FileExists(victim));
   ExpectAllReadable();
+}
+
+// A victim whose live count is zero (every block in it overwritten or
+// deleted: a batch delete) is deleted without being read: its records are
+// overwritten with junk here, which a scan would report as damage.
+TEST_F(GcJobTest, VictimWithNothingLiveIsDeletedUnread) {
+  const uint32_t victim = FillVictim();
+  Write(50, 0, 1000);  // a newer hot segment: the victim is not a stream's newest
+  ASSERT_TRUE(vlog_->Sync().ok());
+  for (const auto& [p, k] : PointersByOffset(victim)) Delete(k.first, k.second);
+  const SegmentInfo before = Info(victim);
+  ASSERT_EQ(before.live_bytes, 0u);
+  vlog_.reset();
+  {
+    int fd = ::open((dir_ + "/" + SegmentFileName(victim)).c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    const std::string junk(before.size - kSegmentHeaderSize, '\x5a');
+    ASSERT_EQ(::pwrite(fd, junk.data(), junk.size(), kSegmentHeaderSize),
+              static_cast<ssize_t>(junk.size()));
+    ::close(fd);
+  }
+  Remount();
+  index_.is_live_calls = 0;
+  Status st = CollectSegment(vlog_.get(), &index_, victim, opts_, &stats_);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(stats_.collected_unread, 1u);
+  EXPECT_EQ(stats_.records_scanned, 0u);
+  EXPECT_EQ(stats_.bytes_scanned, 0u);
+  EXPECT_EQ(stats_.damaged_collected, 0u);
+  EXPECT_EQ(index_.is_live_calls, 0);
+  EXPECT_EQ(index_.quiesce_calls, 1);
+  EXPECT_EQ(stats_.bytes_freed, before.size);
+  EXPECT_FALSE(FileExists(victim));
+  EXPECT_FALSE(Listed(victim));
+  ExpectAllReadable();
+  ExpectExactLiveCounts();
+
+  // One live record left in a victim: it is read, and only the live count
+  // decides (the scan and IsLive run as before).
+  for (uint64_t b = 0; b < 5; ++b) Write(60, b, 1000);
+  for (uint64_t b = 1; b < 5; ++b) Delete(60, b);
+  ASSERT_TRUE(vlog_->SealStream(Stream::kHot).ok());
+  BlockPtr left;
+  ASSERT_TRUE(index_.Get({60, 0}, &left));
+  const uint32_t next = left.segment;
+  ASSERT_GT(Info(next).live_bytes, 0u);
+  Status st2 = CollectSegment(vlog_.get(), &index_, next, opts_, &stats_);
+  ASSERT_TRUE(st2.ok()) << st2.ToString();
+  EXPECT_EQ(stats_.collected_unread, 0u);
+  EXPECT_GT(stats_.records_scanned, 0u);
+  EXPECT_GT(index_.is_live_calls, 0);
+  ExpectAllReadable();
+  ExpectExactLiveCounts();
 }
 
 TEST_F(GcJobTest, QuiesceWrapsTheDeletion) {
@@ -690,10 +744,10 @@ TEST_F(GcJobTest, CorruptVictimAbortsAndIsKept) {
   Delete(bad_key.first, bad_key.second);  // what fsck would report and drop
   vlog_->Release(p);
   ExpectAllReadable();
-  // Then nothing live is damaged: the next job collects the segment.
+  // Then nothing in it is live: the next job deletes it without reading it.
   st = CollectSegment(vlog_.get(), &index_, victim, opts_, &stats_);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(stats_.damaged_collected, 1u);
+  EXPECT_EQ(stats_.collected_unread, 1u);
   EXPECT_EQ(stats_.records_relocated, 0u);
   EXPECT_FALSE(FileExists(victim));
   ExpectExactLiveCounts();
