@@ -152,6 +152,14 @@ Status LoadCounts(kv::MetaStore* meta, LoadedCounts* out) {
   st = meta->Get(kv::CounterKey(kVlogHeadsCounter), &heads);
   if (st.IsNotFound()) return Status::OK();
   SEPFS_RETURN_IF_ERROR(st);
+  // Binaries from before the checkpoint keep their counts under the old
+  // key, which every checkpoint deletes: both present means one of them
+  // used the store since, and the checkpoint knows nothing of the segments
+  // it wrote. Recounted, as a store without a checkpoint.
+  std::string old;
+  st = meta->Get(kv::CounterKey(kOldSegmentUsageCounter), &old);
+  if (st.ok()) return Status::OK();
+  if (!st.IsNotFound()) return st;
   out->have_checkpoint = true;
   st = meta->Get(kv::CounterKey(kSegmentAgeCounter), &ages);
   if (!st.ok() && !st.IsNotFound()) return st;

@@ -50,7 +50,9 @@ std::string EncodeLiveCounts(const std::map<uint32_t, uint64_t>& live);
 std::string EncodeSegmentAges(const std::vector<vlog::SegmentInfo>& segs);
 Status DecodeSegmentAges(std::string_view src, std::vector<std::pair<uint32_t, uint64_t>>* out);
 // Counter keys of the checkpoint. ("segment_usage", the clean-unmount-only
-// counter of earlier versions, is ignored and deleted by the next checkpoint.)
+// counter of earlier versions, is deleted by every checkpoint; found beside
+// one, it tells that an earlier binary used the store since: LoadCounts
+// then reports no checkpoint, and the mount recounts.)
 constexpr std::string_view kSegmentUsageCounter = "segment_live";
 constexpr std::string_view kSegmentAgeCounter = "segment_age";
 constexpr std::string_view kVlogHeadsCounter = "vlog_heads";
@@ -88,7 +90,8 @@ Status DecodeVlogHeads(std::string_view src, VlogHeads* out);
 
 // What the store holds: the last checkpoint plus the entries since.
 struct LoadedCounts {
-  bool have_checkpoint = false;  // false: an old or repaired store; recount
+  // false: an old or repaired store, or one an old binary used since; recount
+  bool have_checkpoint = false;
   bool consistent = true;        // false: a bad record or a negative sum; recount
   std::map<uint32_t, uint64_t> live;     // base + entries, by segment (nonzero only)
   std::map<uint32_t, uint64_t> ages;     // age hints of the checkpoint

@@ -88,8 +88,11 @@ Status Job::Check(uint64_t* victim_size, bool* dead) {
   if (!FindVictim(&s)) return Status::NotFound(Name() + ": no such segment");
   if (s.open) return Status::FromErrno(EBUSY, Name() + ": the segment is still open");
   *victim_size = s.size;
-  // A damaged header is left to the scan, which reports it.
-  *dead = s.live_bytes == 0 && !s.damaged;
+  // Releases took every byte this process counted (a zero installed from
+  // a checkpoint is not trusted: an older binary may have written segments
+  // since that the checkpoint does not know). A damaged header is left to
+  // the scan, which reports it.
+  *dead = s.live_bytes == 0 && s.emptied && !s.damaged;
   return Status::OK();
 }
 

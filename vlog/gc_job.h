@@ -10,13 +10,16 @@
 //   1. Scan the victim front to back (ValueLog::ScanSegment, sequential
 //      reads). A record is live iff index->IsLive(inode, block, ptr): the
 //      index maps (inode, block) to exactly this record right now.
-//      A victim whose live count is zero is not read at (1) and (2): the
-//      count is exact (each record counts from its append until its pointer
-//      is replaced or removed, and a mount after a crash recounts every
-//      pointer), a sealed segment never gains a record, and so no pointer
-//      names it. Batch deletes leave such segments, which went back through
-//      the disk and the checksum at full size before (as LFS's cleaner and
-//      F2FS free a segment of no valid blocks by its usage count alone).
+//      A victim whose live count releases brought down to zero since the
+//      counts were installed (SegmentInfo::emptied) is not read at (1) and
+//      (2): the count is exact (each record counts from its append until
+//      its pointer is replaced or removed), a sealed segment never gains a
+//      record, and so no pointer names it. Batch deletes leave such
+//      segments, which went back through the disk and the checksum at full
+//      size before (as LFS's cleaner and F2FS free a segment of no valid
+//      blocks by its usage count alone). A count that is zero since the
+//      mount is not trusted so: a checkpoint an older binary left stale
+//      knows nothing of the segments it wrote since, and installs zero.
 //   2. Collect live records into a batch of at most about batch_bytes record
 //      bytes (bounded memory); when it is full, and at the end of the scan:
 //      a. sort the batch by (inode, block), so a file's blocks become

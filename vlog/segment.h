@@ -45,6 +45,11 @@ struct Segment {
   // the write completed.
   std::atomic<uint64_t> flushed{0};
   std::atomic<uint64_t> live{0};
+  // live fell from above zero to zero by releases since the counts were
+  // installed (Open, ResetLive, RestoreLive): nothing in the segment is
+  // referenced. A zero installed from a checkpoint an older binary left
+  // stale proves nothing, so GC reads such a segment (vlog/gc_job.h).
+  std::atomic<bool> emptied{false};
   std::atomic<bool> open{false};        // the stream currently appends here
   std::atomic<bool> needs_sync{false};  // written since the last fdatasync
   // Highest seq known to be in the segment (0: unknown); a hint for GC.

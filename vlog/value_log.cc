@@ -60,6 +60,8 @@ void SubtractLive(Segment& seg, uint64_t n) {
   if (cur < n) {
     LogLine(SegName(seg.id) + ": live bytes would go below zero (had " + std::to_string(cur) +
         ", released " + std::to_string(n) + "); clamped");
+  } else if (cur > 0 && cur == n) {
+    seg.emptied.store(true, std::memory_order_relaxed);
   }
 }
 
@@ -1036,7 +1038,10 @@ void ValueLog::Impl::AddLive(const BlockPtr& ptr) {
 }
 
 void ValueLog::Impl::ResetLive() {
-  for (const auto& seg : Snapshot()) seg->live = 0;
+  for (const auto& seg : Snapshot()) {
+    seg->live = 0;
+    seg->emptied = false;
+  }
 }
 
 bool ValueLog::Impl::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_seq) {
@@ -1045,6 +1050,7 @@ bool ValueLog::Impl::RestoreLive(uint32_t id, uint64_t live_bytes, uint64_t max_
   const uint64_t size = seg->size.load();
   if (size < kSegmentHeaderSize || live_bytes > size - kSegmentHeaderSize) return false;
   seg->live.store(live_bytes, std::memory_order_relaxed);
+  seg->emptied.store(false, std::memory_order_relaxed);
   seg->NoteSeq(max_seq);
   return true;
 }
@@ -1058,6 +1064,7 @@ std::vector<SegmentInfo> ValueLog::Impl::Segments() const {
     info.open = seg->open.load();
     info.size = seg->size.load();
     info.live_bytes = seg->live.load();
+    info.emptied = seg->emptied.load(std::memory_order_relaxed);
     const uint64_t payload = info.size > kSegmentHeaderSize ? info.size - kSegmentHeaderSize : 0;
     info.garbage_bytes = payload > info.live_bytes ? payload - info.live_bytes : 0;
     info.damaged = seg->damaged();

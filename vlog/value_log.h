@@ -123,6 +123,9 @@ struct SegmentInfo {
   uint64_t size = 0;           // bytes in the segment, header and buffer included
   uint64_t live_bytes = 0;     // bytes of records still referenced
   uint64_t garbage_bytes = 0;  // size - header - live
+  // live_bytes fell to zero by releases since the counts were installed (a
+  // zero installed at open or from a checkpoint does not count).
+  bool emptied = false;
   bool damaged = false;        // the header is bad: never scanned or collected
   uint64_t create_time = 0;    // from the segment header (seconds since the epoch); 0 if damaged
   // Highest seq known to be in the segment, 0 if unknown. A hint for the

@@ -388,6 +388,34 @@ TEST_F(RecoveryTest, StoreWithoutCheckpointIsRecountedOnce) {
   ExpectFsckClean();
 }
 
+// Binaries older than the checkpoint keep their counts under
+// "segment_usage" alone, which every checkpoint deletes: finding it beside
+// a checkpoint means one of them used the store since, and the checkpoint
+// knows nothing of the segments it wrote (it would install zero for them,
+// and GC would take them for garbage). The mount recounts.
+TEST_F(RecoveryTest, CheckpointAnOlderBinaryLeftStaleIsRecounted) {
+  const uint64_t f = Create(kRoot, "f");
+  ASSERT_OK(fs_->Write(f, 0, Payload(4, 6 * block_size())));
+  ASSERT_OK(fs_->Flush(f));
+  const auto live = Live();
+  ASSERT_FALSE(live.empty());
+  CloseFs();
+  Damage([&](kv::MetaStore*, kv::Batch* b) {
+    b->Put(kv::CounterKey(kSegmentUsageCounter), EncodeLiveCounts({}));
+    b->Put(kv::CounterKey(kOldSegmentUsageCounter), EncodeLiveCounts(live));
+  });
+  ASSERT_OK(Filesystem::Open(store_dir_, fs_options(), &fs_));
+  EXPECT_TRUE(fs_->recovery().full_recount);
+  EXPECT_EQ(Live(), live);
+  uint64_t n = 0;
+  ASSERT_OK(fs_->RunGc(/*min_garbage_ratio=*/0, nullptr, &n));
+  EXPECT_TRUE(ReadAll(f) == Payload(4, 6 * block_size()));
+  Reopen();
+  EXPECT_FALSE(fs_->recovery().full_recount);
+  EXPECT_EQ(Live(), live);
+  ExpectFsckClean();
+}
+
 // A journal entry that does not decode, or sums that go negative, are not
 // trusted: the mount recounts, and fsck reports the damage beforehand.
 TEST_F(RecoveryTest, DamagedJournalIsReportedAndRecounted) {
