@@ -1,8 +1,8 @@
 // FsGcIndex: the filesystem's side of vlog::GcIndex. Liveness and the
 // pointer compare-and-set go through the metadata LSM under the pointer
 // locks (fs/ptr_locks.h: every writer of an inode's pointers holds its
-// stripe from its first vLog append to its metadata write); Quiesce holds
-// the segment read lock exclusively.
+// stripe from its first vLog append to its metadata write); Quiesce waits
+// for the readers holding the segment read lock to let it go.
 #pragma once
 
 #include <atomic>

@@ -99,9 +99,9 @@ class GcIndex {
   virtual Status SwapPointers(const std::vector<Relocation>& relocs,
                               std::vector<bool>* swapped) = 0;
 
-  // Calls fn() at a moment when no reader can still follow a pointer it read
-  // before the swap (the fs takes a lock that readers hold while they look
-  // up and read pointers). Returns fn's status.
+  // Calls fn() once no reader can still follow a pointer it read before
+  // the swap (the fs waits for the readers that hold, from the lookup until
+  // the read, the lock it takes exclusively). Returns fn's status.
   virtual Status Quiesce(const std::function<Status()>& fn) = 0;
 };
 

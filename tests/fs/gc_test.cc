@@ -358,6 +358,38 @@ TEST_F(GcTest, LivenessWaitsForPointersBeingInstalled) {
   ASSERT_OK(meta->Write(&undo, false));
 }
 
+// Quiesce runs the victim's deletion once the readers that held the
+// segment read lock when it was called (each may hold a pointer looked up
+// before the swap) have let it go, and not under the lock: readers that
+// come later look up the new pointers, and must not wait for the unlink.
+TEST_F(GcTest, QuiesceWaitsForReadersThenDeletesWithoutTheLock) {
+  PtrLocks ptr_locks;
+  std::shared_mutex seg_mu;
+  FsGcIndex index(fs_->store()->meta(), /*journal=*/nullptr, &ptr_locks, &seg_mu);
+  std::atomic<bool> reader_holds{false}, reader_done{false};
+  std::thread reader([&] {
+    std::shared_lock<std::shared_mutex> reading(seg_mu);
+    reader_holds = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    reader_done = true;
+  });
+  while (!reader_holds) std::this_thread::yield();
+  bool ran = false, after_reader = false, lock_free = false;
+  ASSERT_OK(index.Quiesce([&] {
+    ran = true;
+    after_reader = reader_done.load();
+    lock_free = seg_mu.try_lock_shared();
+    if (lock_free) seg_mu.unlock_shared();
+    return Status::OK();
+  }));
+  reader.join();
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(after_reader) << "the deletion ran while a reader still held the lock";
+  EXPECT_TRUE(lock_free) << "the deletion ran under the lock readers take";
+  EXPECT_EQ(index.Quiesce([] { return Status::NoSpace("from fn"); }).ToString(),
+            Status::NoSpace("from fn").ToString());
+}
+
 TEST_F(GcTest, UserWritesRacingWithGcAlwaysWin) {
   const uint32_t bs = block_size();
   constexpr int kBlocks = 96;
