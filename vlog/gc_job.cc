@@ -49,7 +49,8 @@ class Job {
     std::string data;
   };
 
-  // *dead: the victim's live count is zero (nothing to read).
+  // *dead: releases brought the victim's live count to zero (nothing to
+  // read; see SegmentInfo::emptied).
   Status Check(uint64_t* victim_size, bool* dead);
   // The victim as the vLog lists it now; false if it is not listed.
   bool FindVictim(SegmentInfo* out) const;
