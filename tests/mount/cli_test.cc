@@ -455,6 +455,17 @@ TEST_F(CliTest, StoreRenamedWhileMountedStaysTheOneUsed) {
   EXPECT_EQ(ReadFile(P("d/g")), "small");
 }
 
+// The fixture's hang diagnosis (DaemonThreads, in the failure message of a
+// daemon that does not exit) names what the daemon's threads are doing.
+TEST_F(CliTest, HangDiagnosisShowsTheDaemonsThreads) {
+  const std::string t = DaemonThreads();
+  EXPECT_TRUE(Contains(t, "threads of the daemon")) << t;
+  // gdb's backtrace of the main thread, or its name in /proc.
+  EXPECT_TRUE(Contains(t, "fuse_session_loop_mt") || Contains(t, " sepfs ")) << t;
+  ASSERT_NO_FATAL_FAILURE(WriteFile(P("after"), "still served"));
+  EXPECT_EQ(ReadFile(P("after")), "still served");
+}
+
 // A foreground daemon stopped by a signal unmounts, writes everything and
 // exits with 0 (it exited with 1: a helper's probe).
 TEST_F(CliTest, SignalsStopAForegroundDaemonCleanly) {

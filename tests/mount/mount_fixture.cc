@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -456,7 +457,7 @@ void MountFixture::TearDown() {
     if (WaitDaemon(60) < 0) {
       ADD_FAILURE() << "daemon did not exit after unmount in TearDown; "
                        "killing it\n"
-                    << DaemonLog();
+                    << DaemonLog() << DaemonThreads();
       pid_t pid = daemon_pid_.exchange(-1);
       if (pid > 0) {
         ::kill(pid, SIGKILL);
@@ -518,6 +519,35 @@ std::string MountFixture::DaemonLog() const {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string MountFixture::DaemonThreads() const {
+  const pid_t pid = daemon_pid_.load();
+  if (pid <= 0) return "(no daemon)\n";
+  const std::string gdb = "/usr/bin/gdb";
+  if (::access(gdb.c_str(), X_OK) == 0) {
+    CmdResult r = RunCommand(
+        {gdb, "-batch", "-nx", "-p", std::to_string(pid), "-ex", "thread apply all bt 16"}, 60);
+    if (r.exit_code == 0 && !r.out.empty()) return "threads of the daemon (gdb):\n" + r.out;
+  }
+  std::string out = "threads of the daemon (/proc: name, state, wchan, syscall):\n";
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  auto first_line = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(task, ec)) {
+    const std::string d = t.path().string();
+    std::string state = first_line(d + "/stat");
+    const size_t paren = state.rfind(')');
+    state = paren == std::string::npos ? "?" : state.substr(paren + 2, 1);
+    out += "  " + t.path().filename().string() + " " + first_line(d + "/comm") + " " + state +
+           " " + first_line(d + "/wchan") + " [" + first_line(d + "/syscall") + "]\n";
+  }
+  return out;
 }
 
 void MountFixture::Mkfs(const std::vector<std::string>& extra) {
@@ -629,11 +659,12 @@ void MountFixture::Unmount() {
   }
   int status = WaitDaemon(120);
   if (status < 0) {
+    const std::string threads = DaemonThreads();
     pid_t pid = daemon_pid_.exchange(-1);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     DetachMount();
-    FAIL() << "daemon did not exit within 120 s of unmount\n" << DaemonLog();
+    FAIL() << "daemon did not exit within 120 s of unmount\n" << DaemonLog() << threads;
   }
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "daemon " << DescribeStatus(status) << " after unmount\n"
@@ -673,6 +704,8 @@ int MountFixture::SignalDaemon(int sig) {
   }
   const int status = WaitDaemon(120);
   if (status < 0) {
+    ADD_FAILURE() << "daemon did not exit within 120 s of signal " << sig << "\n"
+                  << DaemonThreads();
     KillDaemon();
     return -1;
   }

@@ -223,6 +223,10 @@ class MountFixture : public ::testing::Test {
   bool mounted() const { return daemon_pid_.load() > 0; }
   pid_t daemon_pid() const { return daemon_pid_.load(); }
   std::string DaemonLog() const;
+  // What each thread of the daemon is doing, for a failure message when it
+  // hangs: gdb's backtraces if gdb is installed, else each thread's name,
+  // state, wait channel and system call from /proc.
+  std::string DaemonThreads() const;
   // Registers a mount (e.g. a tmpfs made by the test) to be detached in
   // TearDown after the daemon is gone.
   void AddCleanupMount(const std::string& path) {
