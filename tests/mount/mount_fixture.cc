@@ -74,10 +74,23 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
   posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
   posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
   posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  // Default dispositions and no blocked signals, however the tests were
+  // started: under nohup SIGHUP is ignored, an ignored signal stays ignored
+  // across exec, and libfuse then leaves it so (a daemon started under
+  // nohup rightly keeps running on SIGHUP; the tests expect the default).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t def, none;
+  sigemptyset(&def);
+  for (int sig : {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGPIPE}) sigaddset(&def, sig);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&attr, &def);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   std::vector<char*> ptrs = ArgvPointers(argv);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, ptrs.data(),
-                         environ);
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, &attr, ptrs.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     *err = rc;
