@@ -182,6 +182,14 @@ class FsTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << "create " << name << ": " << st.ToString();
     return r.ino;
   }
+  // A file in the root holding data, flushed (its records and pointers
+  // written); returns its inode.
+  uint64_t WriteFile(std::string_view name, const std::string& data) {
+    const uint64_t ino = Create(kRoot, name);
+    EXPECT_OK(fs_->Write(ino, 0, data));
+    EXPECT_OK(fs_->Flush(ino));
+    return ino;
+  }
   uint64_t Mkdir(uint64_t parent, std::string_view name, uint32_t mode = 0755) {
     return Create(parent, name, S_IFDIR | mode);
   }

@@ -22,12 +22,6 @@ namespace {
 
 class GcTest : public FsTest {
  protected:
-  uint64_t WriteFile(std::string_view name, const std::string& data) {
-    const uint64_t ino = Create(kRoot, name);
-    EXPECT_OK(fs_->Write(ino, 0, data));
-    EXPECT_OK(fs_->Flush(ino));
-    return ino;
-  }
   // Writes 10 MiB to a file, deletes and collects it (segments of 4 MiB),
   // then writes b_data to a file "b", fsyncs and reads it. *free_files:
   // the vLog's free files after the collection.

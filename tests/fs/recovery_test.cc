@@ -372,9 +372,7 @@ TEST_F(RecoveryTest, KilledDaemonLeavesNoSizeAheadOfItsData) {
 // Old stores, and stores whose checkpoint repair dropped, have no
 // checkpoint: the mount recounts every pointer once and writes one.
 TEST_F(RecoveryTest, StoreWithoutCheckpointIsRecountedOnce) {
-  const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(1, 5 * block_size())));
-  ASSERT_OK(fs_->Flush(f));
+  WriteFile("f", Payload(1, 5 * block_size()));
   const auto live = Live();
   CloseFs();
   Damage([](kv::MetaStore*, kv::Batch* b) { b->Delete(kv::CounterKey(kVlogHeadsCounter)); });
@@ -394,9 +392,7 @@ TEST_F(RecoveryTest, StoreWithoutCheckpointIsRecountedOnce) {
 // knows nothing of the segments it wrote (it would install zero for them,
 // and GC would take them for garbage). The mount recounts.
 TEST_F(RecoveryTest, CheckpointAnOlderBinaryLeftStaleIsRecounted) {
-  const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(4, 6 * block_size())));
-  ASSERT_OK(fs_->Flush(f));
+  const uint64_t f = WriteFile("f", Payload(4, 6 * block_size()));
   const auto live = Live();
   ASSERT_FALSE(live.empty());
   CloseFs();
@@ -419,9 +415,7 @@ TEST_F(RecoveryTest, CheckpointAnOlderBinaryLeftStaleIsRecounted) {
 // A journal entry that does not decode, or sums that go negative, are not
 // trusted: the mount recounts, and fsck reports the damage beforehand.
 TEST_F(RecoveryTest, DamagedJournalIsReportedAndRecounted) {
-  const uint64_t f = Create(kRoot, "f");
-  ASSERT_OK(fs_->Write(f, 0, Payload(2, 3 * block_size())));
-  ASSERT_OK(fs_->Flush(f));
+  const uint64_t f = WriteFile("f", Payload(2, 3 * block_size()));
   const auto live = Live();
   CloseFs();
   Damage([&](kv::MetaStore*, kv::Batch* b) {
