@@ -60,7 +60,7 @@ std::string StoreMountPoint(const std::string& dir) {
 
 namespace {
 
-// What NoteMount writes into the lock file, and how it is read back.
+// What NoteMount writes into the lock file (NotedMountPoint reads it back).
 std::string MountNote(pid_t pid, const std::string& mountpoint) {
   return "pid " + std::to_string(pid) + "\nmount " + mountpoint + "\n";
 }
