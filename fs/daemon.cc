@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@
 #include "fs/fuse_ops.h"
 #include "fs/fuse_uring.h"
 #include "fs/mountinfo.h"
+#include "fs/stop_signals.h"
+#include "vlog/fd.h"
 
 namespace sepfs::fs {
 
@@ -128,6 +131,25 @@ bool AppendOption(const std::string& opt, std::string* out) {
   return true;
 }
 
+// Before a stop by signal, while the session still serves: what the kernel
+// caches dirty for files of this mount reaches the daemon. syncfs sends it
+// in large writes but need not wait for them on FUSE; dropping each file's
+// pages then waits for writes in flight and writes out whatever is still
+// dirty (the kernel writes a dirty page back before it drops it). A second
+// signal cuts it short. The type check keeps a mount gone meanwhile from
+// syncing the file system underneath.
+void DrainKernelWrites(struct fuse_session* se, Filesystem* fs, const std::string& mountpoint) {
+  Fd root(::open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct statfs sf;
+  if (root.get() >= 0 && ::fstatfs(root.get(), &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC) {
+    (void)::syncfs(root.get());
+  }
+  for (uint64_t ino : fs->KernelHeldFiles()) {
+    if (StopSignals::Repeated()) break;
+    (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+  }
+}
+
 struct SessionDeleter {
   void operator()(struct fuse_session* se) const { fuse_session_destroy(se); }
 };
@@ -201,13 +223,21 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
                  req.store.c_str(), passed.c_str());
     return 1;
   }
-  if (fuse_set_signal_handlers(se.get()) != 0) {
-    std::fprintf(stderr, "sepfs: cannot install signal handlers\n");
-    return 1;
-  }
   // Resolved before the mount: afterwards resolving it would ask this daemon,
   // which does not serve yet, for the root's attributes.
   const std::string real_mountpoint = ResolvedPath(req.mountpoint);
+  std::unique_ptr<StopSignals> stop;
+  st = StopSignals::Install(
+      [&] {
+        DrainKernelWrites(se.get(), fs.get(), real_mountpoint);
+        fuse_session_exit(se.get());
+      },
+      &stop);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sepfs: cannot mount %s: %s\n", req.store.c_str(),
+                 st.ToString().c_str());
+    return 1;
+  }
   if (fuse_session_mount(se.get(), req.mountpoint.c_str()) != 0) {
     // libfuse has said how above; say where to look.
     std::string why = "/dev/fuse cannot be opened: is the fuse module loaded?";
@@ -219,14 +249,12 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     }
     std::fprintf(stderr, "sepfs: cannot mount %s on %s (%s)\n", req.store.c_str(),
                  req.mountpoint.c_str(), why.c_str());
-    fuse_remove_signal_handlers(se.get());
     return 1;
   }
   if (int err = InstallWireShim(se.get()); err != 0) {
     std::fprintf(stderr, "sepfs: cannot mount %s: device I/O shim: %s\n", req.store.c_str(),
                  std::strerror(-err));
     fuse_session_unmount(se.get());
-    fuse_remove_signal_handlers(se.get());
     return 1;
   }
   std::unique_ptr<FuseUring> uring;  // joined before the session goes
@@ -261,7 +289,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fuse_loop_cfg_set_idle_threads(cfg, req.options.threads);
   int rc = fuse_session_loop_mt(se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
-  fuse_remove_signal_handlers(se.get());
+  stop->LoopEnded();
   fuse_session_unmount(se.get());
   if (uring) uring->Stop();
   st = fs->Close();
@@ -269,8 +297,8 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
     std::fprintf(stderr, "sepfs: closing %s: %s\n", req.store.c_str(), st.ToString().c_str());
     return 1;
   }
-  // The loop returns the number of a signal that ended it (SIGTERM, SIGINT,
-  // SIGHUP: a requested stop, done cleanly), or -errno.
+  // The loop returns 0 when a stop signal (or the unmount) ended it, or
+  // -errno.
   return rc < 0 ? 1 : 0;
 }
 

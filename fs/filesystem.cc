@@ -194,6 +194,22 @@ bool Filesystem::Forget(uint64_t ino, uint64_t nlookup) {
   return true;
 }
 
+std::vector<uint64_t> Filesystem::KernelHeldFiles() {
+  std::vector<InodeRef> held;
+  {
+    std::lock_guard<std::mutex> l(table_mu_);
+    for (const auto& [ino, in] : table_) {
+      if (in->lookups > 0 || in->opens > 0) held.push_back(in);
+    }
+  }
+  std::vector<uint64_t> files;
+  for (const InodeRef& in : held) {
+    std::lock_guard<std::mutex> il(in->mu);
+    if (S_ISREG(in->rec.mode)) files.push_back(in->rec.ino);
+  }
+  return files;
+}
+
 void Filesystem::MaybeEvict(uint64_t ino) {
   InodeRef in;
   {

@@ -243,6 +243,9 @@ class Filesystem {
   Status Fallocate(uint64_t ino, int mode, uint64_t off, uint64_t len,
                    const WriteEffects& fx = {}, bool* setid_cleared = nullptr);
   Status FlushAll(bool sync);
+  // The regular files the kernel holds (looked up or open): the only ones
+  // whose pages it may still cache dirty, unsent.
+  std::vector<uint64_t> KernelHeldFiles();
 
   // Extended attributes. GetXattr with size 0 returns the size in *value_size.
   Status SetXattr(uint64_t ino, std::string_view name, std::string_view value, int flags);

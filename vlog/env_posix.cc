@@ -16,6 +16,7 @@
 #include <string>
 
 #include "vlog/env.h"
+#include "vlog/fd.h"
 
 namespace sepfs {
 namespace {
@@ -29,27 +30,6 @@ Status PosixError(int err, const std::string& path, std::string_view op) {
   msg += op;
   return Status::FromErrno(err, msg);
 }
-
-// Owns a descriptor; closes it on destruction.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : fd_(o.release()) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 int OpenRetry(const char* path, int flags, mode_t mode) {
   int fd;

@@ -1,0 +1,106 @@
+#include "fs/stop_signals.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace sepfs::fs {
+
+namespace {
+
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
+constexpr int kIgnored = SIGPIPE;
+
+std::atomic<int> g_wake_fd{-1};
+std::atomic<int> g_signals{0};  // stop signals caught since Install
+std::atomic<int> g_first{0};    // the first one's number
+
+void OnSignal(int sig) {
+  const int saved = errno;
+  int expected = 0;
+  (void)g_first.compare_exchange_strong(expected, sig);
+  g_signals.fetch_add(1);
+  const int fd = g_wake_fd.load();
+  if (fd >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof(one));
+  }
+  errno = saved;
+}
+
+// Waits up to timeout_ms (-1: for ever) for the eventfd, and empties it.
+void Wait(int fd, int timeout_ms) {
+  struct pollfd p = {fd, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) > 0) {
+    uint64_t n;
+    (void)!::read(fd, &n, sizeof(n));
+  }
+}
+
+}  // namespace
+
+static_assert(std::atomic<int>::is_always_lock_free, "the handler needs lock-free atomics");
+
+Status StopSignals::Install(std::function<void()> on_stop, std::unique_ptr<StopSignals>* out) {
+  if (g_wake_fd.load() >= 0) return Status::InvalidArgument("stop signals installed twice");
+  std::unique_ptr<StopSignals> s(new StopSignals());
+  s->on_stop_ = std::move(on_stop);
+  s->loop_thread_ = ::pthread_self();
+  s->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->wake_fd_ < 0) return Status::FromErrno(errno, "stop signals: eventfd");
+  g_signals = 0;
+  g_first = 0;
+  g_wake_fd = s->wake_fd_;
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  // No SA_RESTART: the kernel restarts a futex wait after a handler that
+  // asks for it, and then the loop's semaphore wait never returns. libfuse's
+  // own handlers did not ask either.
+  sa.sa_flags = 0;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; i++) {
+    // One ignored when the daemon started (SIGHUP under nohup) stays so.
+    (void)::sigaction(kStopSignals[i], nullptr, &s->old_[i]);
+    if (s->old_[i].sa_handler != SIG_IGN) (void)::sigaction(kStopSignals[i], &sa, nullptr);
+  }
+  sa.sa_handler = SIG_IGN;
+  (void)::sigaction(kIgnored, &sa, &s->old_[3]);
+  s->installed_ = true;
+  s->thread_ = std::thread(&StopSignals::Run, s.get());
+  *out = std::move(s);
+  return Status::OK();
+}
+
+bool StopSignals::Repeated() { return g_signals.load() > 1; }
+
+void StopSignals::Run() {
+  while (g_signals.load() == 0 && !ended_.load()) Wait(wake_fd_, -1);
+  if (ended_.load()) return;
+  on_stop_();
+  // The kicks count as signals too: Repeated is no longer asked.
+  while (!ended_.load()) {
+    (void)::pthread_kill(loop_thread_, g_first.load());
+    Wait(wake_fd_, 50);
+  }
+}
+
+void StopSignals::LoopEnded() {
+  if (ended_.exchange(true)) return;
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+StopSignals::~StopSignals() {
+  if (!installed_) return;
+  LoopEnded();
+  for (int i = 0; i < 3; i++) (void)::sigaction(kStopSignals[i], &old_[i], nullptr);
+  (void)::sigaction(kIgnored, &old_[3], nullptr);
+  g_wake_fd = -1;
+  ::close(wake_fd_);
+}
+
+}  // namespace sepfs::fs
