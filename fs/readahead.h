@@ -40,14 +40,16 @@ struct ReadaheadOptions {
   // data cache's size (PrefetchEngine::window_bytes).
   uint32_t max_blocks = 512;
   uint64_t max_bytes = 32ull << 20;
-  // A read starting within min(slack_bytes, 8 x its length) of where the
+  // A read starting within min(slack_bytes, 32 x its length) of where the
   // previous one ended still counts as sequential: with async reads and
-  // several FUSE threads, the kernel's readahead requests arrive slightly
-  // out of order. Small random reads get a small tolerance. The 1 MiB
-  // readahead window goes out as 8 READs of 128 KiB (max_read), which the
-  // tolerance covers; with max_read below 128 KiB it is narrower than a
-  // window, and reordered requests may reset the prefetch window.
-  uint64_t slack_bytes = 1ull << 20;
+  // several FUSE threads, the kernel's readahead requests arrive out of
+  // order. Small random reads get a small tolerance. The kernel keeps two
+  // 1 MiB readahead windows in flight (read_ahead_kb, raised at mount), 16
+  // READs of 128 KiB, and a cold 2 GiB read saw them arrive up to 2 MiB
+  // apart: with 1 MiB of slack the window reset at every such swap, and each
+  // reset asked the prefetcher again for the blocks it already had (375 000
+  // cache lookups for 32 768 blocks: bench/RESULTS.md).
+  uint64_t slack_bytes = 4ull << 20;
   // No window opens before a sequential read reaches this offset: the
   // kernel's own readahead (read_ahead_kb, raised to 1 MiB at mount) already
   // asks for the start of the file in large requests, and prefetching it a
@@ -81,7 +83,7 @@ class SequentialDetector {
   uint64_t window() const;  // blocks
 
  private:
-  static constexpr uint64_t kSlackReads = 8;
+  static constexpr uint64_t kSlackReads = 32;
   const ReadaheadOptions opt_;
   mutable std::mutex mu_;
   bool started_ = false;

@@ -111,6 +111,37 @@ TEST(SequentialDetectorTest, SlackToleratesReorderedAsyncReads) {
   EXPECT_EQ(d.window(), 0u);
 }
 
+// The order a cold 2 GiB read's READs arrived in (traced): two readahead
+// windows of 1 MiB in flight, served by several threads, 2 MiB apart. Each
+// block is returned once, and the window keeps growing.
+TEST(SequentialDetectorTest, TwoReadaheadWindowsOutOfOrderKeepTheWindow) {
+  ReadaheadOptions o;  // the defaults sepfs mounts with
+  SequentialDetector d(o);
+  const uint32_t bs = 64 << 10;
+  const uint64_t size = 1ull << 31, mib = 1 << 20, len = 128 << 10;
+  std::vector<uint64_t> offs;
+  for (uint64_t w = 0; w < 64; w += 2) {
+    // Window w+1 is served before the end of window w.
+    for (uint64_t k = 0; k < 4; k++) offs.push_back(w * mib + k * len);
+    for (uint64_t k = 0; k < 8; k++) offs.push_back((w + 1) * mib + k * len);
+    for (uint64_t k = 4; k < 8; k++) offs.push_back(w * mib + k * len);
+  }
+  std::vector<int> returned(size / bs);
+  for (uint64_t off : offs) {
+    const BlockRange r = d.OnRead(off, len, size, bs);
+    for (uint64_t b = r.first; b < r.end; b++) returned[b]++;
+    // No window before 1 MiB (start_bytes): the kernel's readahead has it.
+    if (off >= 2 * mib) {
+      EXPECT_GT(d.window(), 0u) << "reset at " << off;
+    }
+  }
+  EXPECT_EQ(d.window(), 512u);
+  EXPECT_EQ(*std::max_element(returned.begin(), returned.end()), 1);
+  // A real jump still resets it.
+  EXPECT_TRUE(d.OnRead(1ull << 30, len, size, bs).empty());
+  EXPECT_EQ(d.window(), 0u);
+}
+
 TEST(SequentialDetectorTest, NoWindowWhileTheKernelReadaheadCoversTheStart) {
   ReadaheadOptions o;  // start_bytes 1 MiB, the readahead sepfs sets
   SequentialDetector d(o);
@@ -127,7 +158,7 @@ TEST(SequentialDetectorTest, NoWindowWhileTheKernelReadaheadCoversTheStart) {
   EXPECT_EQ(r.first, (1344u << 10) / bs);  // the first block after the read
   EXPECT_EQ(r.end, r.first + 4);
   // A jump before 1 MiB of a new run: still nothing.
-  EXPECT_TRUE(d.OnRead(50 * bs, bs, size, bs).empty());
+  EXPECT_TRUE(d.OnRead(90 * bs, bs, size, bs).empty());
   EXPECT_EQ(d.window(), 0u);
 }
 
