@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
-#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
@@ -135,18 +134,22 @@ bool AppendOption(const std::string& opt, std::string* out) {
 // caches dirty for files of this mount reaches the daemon. syncfs sends it
 // in large writes but need not wait for them on FUSE; dropping each file's
 // pages then waits for writes in flight and writes out whatever is still
-// dirty (the kernel writes a dirty page back before it drops it). A second
-// signal cuts it short. The type check keeps a mount gone meanwhile from
-// syncing the file system underneath.
-void DrainKernelWrites(struct fuse_session* se, Filesystem* fs, const std::string& mountpoint) {
-  Fd root(::open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  struct statfs sf;
-  if (root.get() >= 0 && ::fstatfs(root.get(), &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC) {
-    (void)::syncfs(root.get());
-  }
-  for (uint64_t ino : fs->KernelHeldFiles()) {
-    if (StopSignals::Repeated()) break;
-    (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+// dirty (the kernel writes a dirty page back before it drops it). syncfs
+// only when the mount on top of the mountpoint is this store's (not one
+// stacked on it, nor the directory underneath after an unmount).
+void DrainKernelWrites(struct fuse_session* se, Filesystem* fs, const MountRequest& req,
+                       const std::string& mountpoint, const StopSignals& stop) {
+  try {
+    if (MountInfo m; SepfsMountAt(mountpoint, &m) && m.source == req.store) {
+      Fd root(::open(mountpoint.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (root.get() >= 0) (void)::syncfs(root.get());
+    }
+    for (uint64_t ino : fs->KernelHeldFiles()) {
+      if (stop.LoopGone()) break;  // the connection is gone
+      (void)fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+    }
+  } catch (const std::exception& e) {  // out of memory: stop without it
+    std::fprintf(stderr, "sepfs: %s: before the stop: %s\n", req.store.c_str(), e.what());
   }
 }
 
@@ -228,8 +231,8 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   const std::string real_mountpoint = ResolvedPath(req.mountpoint);
   std::unique_ptr<StopSignals> stop;
   st = StopSignals::Install(
-      [&] {
-        DrainKernelWrites(se.get(), fs.get(), real_mountpoint);
+      [&](const StopSignals& signals) {
+        DrainKernelWrites(se.get(), fs.get(), req, real_mountpoint, signals);
         fuse_session_exit(se.get());
       },
       &stop);
@@ -287,6 +290,7 @@ int Serve(const MountRequest& req, StartupPipe* pipe) {
   fuse_loop_cfg_set_clone_fd(cfg, 0);
   fuse_loop_cfg_set_max_threads(cfg, req.options.threads);
   fuse_loop_cfg_set_idle_threads(cfg, req.options.threads);
+  stop->LoopStarts();
   int rc = fuse_session_loop_mt(se.get(), cfg);
   fuse_loop_cfg_destroy(cfg);
   stop->LoopEnded();

@@ -1,11 +1,11 @@
 #include "fs/stop_signals.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 namespace sepfs::fs {
 
@@ -15,19 +15,23 @@ constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP};
 constexpr int kIgnored = SIGPIPE;
 
 std::atomic<int> g_wake_fd{-1};
-std::atomic<int> g_signals{0};  // stop signals caught since Install
-std::atomic<int> g_first{0};    // the first one's number
+std::atomic<int> g_first{0};     // the first stop signal's number; 0: none yet
+std::atomic<int> g_handlers{0};  // handlers running now (the destructor waits)
 
 void OnSignal(int sig) {
   const int saved = errno;
-  int expected = 0;
-  (void)g_first.compare_exchange_strong(expected, sig);
-  g_signals.fetch_add(1);
-  const int fd = g_wake_fd.load();
-  if (fd >= 0) {
-    const uint64_t one = 1;
-    (void)!::write(fd, &one, sizeof(one));
+  g_handlers.fetch_add(1);
+  int none = 0;
+  // Only the first wakes the thread: the interruptions of the loop thread
+  // come back here, and must not end its 50 ms waits.
+  if (g_first.compare_exchange_strong(none, sig)) {
+    const int fd = g_wake_fd.load();
+    if (fd >= 0) {
+      const uint64_t one = 1;
+      (void)!::write(fd, &one, sizeof(one));
+    }
   }
+  g_handlers.fetch_sub(1);
   errno = saved;
 }
 
@@ -44,14 +48,14 @@ void Wait(int fd, int timeout_ms) {
 
 static_assert(std::atomic<int>::is_always_lock_free, "the handler needs lock-free atomics");
 
-Status StopSignals::Install(std::function<void()> on_stop, std::unique_ptr<StopSignals>* out) {
+Status StopSignals::Install(std::function<void(const StopSignals&)> on_stop,
+                            std::unique_ptr<StopSignals>* out) {
   if (g_wake_fd.load() >= 0) return Status::InvalidArgument("stop signals installed twice");
   std::unique_ptr<StopSignals> s(new StopSignals());
   s->on_stop_ = std::move(on_stop);
   s->loop_thread_ = ::pthread_self();
   s->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->wake_fd_ < 0) return Status::FromErrno(errno, "stop signals: eventfd");
-  g_signals = 0;
   g_first = 0;
   g_wake_fd = s->wake_fd_;
   struct sigaction sa = {};
@@ -74,18 +78,17 @@ Status StopSignals::Install(std::function<void()> on_stop, std::unique_ptr<StopS
   return Status::OK();
 }
 
-bool StopSignals::Repeated() { return g_signals.load() > 1; }
-
 void StopSignals::Run() {
-  while (g_signals.load() == 0 && !ended_.load()) Wait(wake_fd_, -1);
+  while (g_first.load() == 0 && !ended_.load()) Wait(wake_fd_, -1);
   if (ended_.load()) return;
-  on_stop_();
-  // The kicks count as signals too: Repeated is no longer asked.
+  on_stop_(*this);
   while (!ended_.load()) {
-    (void)::pthread_kill(loop_thread_, g_first.load());
+    if (started_.load()) (void)::pthread_kill(loop_thread_, g_first.load());
     Wait(wake_fd_, 50);
   }
 }
+
+void StopSignals::LoopStarts() { started_ = true; }
 
 void StopSignals::LoopEnded() {
   if (ended_.exchange(true)) return;
@@ -97,9 +100,14 @@ void StopSignals::LoopEnded() {
 StopSignals::~StopSignals() {
   if (!installed_) return;
   LoopEnded();
-  for (int i = 0; i < 3; i++) (void)::sigaction(kStopSignals[i], &old_[i], nullptr);
+  for (int i = 0; i < 3; i++) {
+    if (old_[i].sa_handler != SIG_IGN) (void)::sigaction(kStopSignals[i], &old_[i], nullptr);
+  }
   (void)::sigaction(kIgnored, &old_[3], nullptr);
+  // A handler that read the descriptor before this store has raised
+  // g_handlers first: wait for it, so it never writes to a reused number.
   g_wake_fd = -1;
+  while (g_handlers.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   ::close(wake_fd_);
 }
 
