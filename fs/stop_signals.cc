@@ -51,13 +51,13 @@ static_assert(std::atomic<int>::is_always_lock_free, "the handler needs lock-fre
 Status StopSignals::Install(std::function<void(const StopSignals&)> on_stop,
                             std::unique_ptr<StopSignals>* out) {
   if (g_wake_fd.load() >= 0) return Status::InvalidArgument("stop signals installed twice");
-  std::unique_ptr<StopSignals> s(new StopSignals());
+  Fd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (wake_fd.get() < 0) return Status::FromErrno(errno, "stop signals: eventfd");
+  std::unique_ptr<StopSignals> s(new StopSignals(std::move(wake_fd)));
   s->on_stop_ = std::move(on_stop);
   s->loop_thread_ = ::pthread_self();
-  s->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->wake_fd_ < 0) return Status::FromErrno(errno, "stop signals: eventfd");
   g_first = 0;
-  g_wake_fd = s->wake_fd_;
+  g_wake_fd = s->wake_fd_.get();
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   // No SA_RESTART: the kernel restarts a futex wait after a handler that
@@ -79,12 +79,12 @@ Status StopSignals::Install(std::function<void(const StopSignals&)> on_stop,
 }
 
 void StopSignals::Run() {
-  while (g_first.load() == 0 && !ended_.load()) Wait(wake_fd_, -1);
+  while (g_first.load() == 0 && !ended_.load()) Wait(wake_fd_.get(), -1);
   if (ended_.load()) return;
   on_stop_(*this);
   while (!ended_.load()) {
     if (started_.load()) (void)::pthread_kill(loop_thread_, g_first.load());
-    Wait(wake_fd_, 50);
+    Wait(wake_fd_.get(), 50);
   }
 }
 
@@ -93,7 +93,7 @@ void StopSignals::LoopStarts() { started_ = true; }
 void StopSignals::LoopEnded() {
   if (ended_.exchange(true)) return;
   const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
+  (void)!::write(wake_fd_.get(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
 }
 
@@ -105,10 +105,10 @@ StopSignals::~StopSignals() {
   }
   (void)::sigaction(kIgnored, &old_[3], nullptr);
   // A handler that read the descriptor before this store has raised
-  // g_handlers first: wait for it, so it never writes to a reused number.
+  // g_handlers first: wait for it, so it never writes to a reused number
+  // (wake_fd_ closes after this body).
   g_wake_fd = -1;
   while (g_handlers.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  ::close(wake_fd_);
 }
 
 }  // namespace sepfs::fs

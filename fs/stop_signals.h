@@ -15,7 +15,9 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 
+#include "vlog/fd.h"
 #include "vlog/status.h"
 
 namespace sepfs::fs {
@@ -47,12 +49,12 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  StopSignals() = default;
+  explicit StopSignals(Fd wake_fd) : wake_fd_(std::move(wake_fd)) {}
   void Run();
 
   std::function<void(const StopSignals&)> on_stop_;
   pthread_t loop_thread_{};
-  int wake_fd_ = -1;  // eventfd: written by the first signal and by LoopEnded
+  Fd wake_fd_;  // eventfd: written by the first signal and by LoopEnded
   bool installed_ = false;  // the handlers are in place
   std::atomic<bool> started_{false}, ended_{false};
   std::thread thread_;
