@@ -289,6 +289,9 @@ class Filesystem {
   Store* store() const { return store_.get(); }
   const FsStats& stats() const { return stats_; }
   DentryCacheStats DentryStats() const { return dentries_.stats(); }
+  // While paused, the background flusher flushes nothing (neither on its
+  // timer nor when kicked); writes over the dirty limit still flush.
+  void TEST_PauseFlusher(bool paused);
 
  private:
   explicit Filesystem(const FsOptions& options);
@@ -511,6 +514,7 @@ class Filesystem {
   std::condition_variable flusher_cv_;
   bool flusher_stop_ = false;
   bool flusher_kick_ = false;
+  bool flusher_paused_ = false;  // TEST_PauseFlusher
   std::thread flusher_;
 
   // Taken after ns_mu_ and Inode::mu when held (HaveMetaSpace), never

@@ -166,6 +166,41 @@ class DataFixture : public Base {
 class DataTest : public DataFixture<FsTest> {};
 class SmallDataTest : public DataFixture<SmallBlockFsTest> {};
 
+// Dirty blocks of all files may take 1 MiB.
+class DirtyLimitTest : public DataTest {
+ protected:
+  static constexpr uint64_t kLimit = 1 << 20;
+  FsOptions fs_options() const override {
+    FsOptions o = DataTest::fs_options();
+    o.dirty_limit_bytes = kLimit;
+    return o;
+  }
+};
+
+// Dirty blocks stay within their limit even while the background flusher
+// does nothing (as when it falls behind the kernel's writeback): a write
+// that takes them over it flushes its own file.
+TEST_F(DirtyLimitTest, WritesKeepDirtyBlocksWithinTheLimitWithoutTheFlusher) {
+  fs_->TEST_PauseFlusher(true);
+  std::vector<std::string> wants;
+  for (int i = 0; i < 48; i++) {
+    const uint64_t ino = Create(kRoot, "p" + std::to_string(i));
+    wants.push_back(Payload(i, 256 * 1024 + 1000 * i));
+    ASSERT_OK(fs_->Write(ino, 0, wants.back()));
+    ASSERT_LE(DirtyBytes(), kLimit) << "after file " << i;
+  }
+  EXPECT_GT(DirtyBytes(), 0u);
+  fs_->TEST_PauseFlusher(false);
+  for (int i = 0; i < 48; i++) {
+    EXPECT_TRUE(ReadAll(InoOf(kRoot, "p" + std::to_string(i))) == wants[i]) << "file " << i;
+  }
+  Reopen();
+  for (int i = 0; i < 48; i++) {
+    EXPECT_TRUE(ReadAll(InoOf(kRoot, "p" + std::to_string(i))) == wants[i]) << "file " << i;
+  }
+  ExpectFsckClean();
+}
+
 TEST_F(SmallDataTest, RandomOpsSmallBlocks) {
   RandomOps(this, 20240601, 1500, 12 * 4096);
   ExpectFsckClean();
