@@ -289,8 +289,9 @@ class Filesystem {
   Store* store() const { return store_.get(); }
   const FsStats& stats() const { return stats_; }
   DentryCacheStats DentryStats() const { return dentries_.stats(); }
-  // While paused, the background flusher flushes nothing (neither on its
-  // timer nor when kicked); writes over the dirty limit still flush.
+  // While paused, the background flusher starts no flush (neither on its
+  // timer nor when kicked; one under way finishes); writes over the dirty
+  // limit still flush their own files.
   void TEST_PauseFlusher(bool paused);
 
  private:
