@@ -874,9 +874,12 @@ TEST_F(NoStoreTest, FailedGcOfAMountSaysWhereTheDaemonLoggedWhy) {
   const std::string a = RandomBytes(4 * kMiB, 44);
   ASSERT_NO_FATAL_FAILURE(WriteFile(P("a"), a));
   {
-    // The first block rewritten: the first segment holds some garbage.
+    // The first block rewritten: the first segment holds some garbage. The
+    // file is written out first: the flush its close starts may not have
+    // run yet, and a rewrite of a block still dirty leaves no garbage.
     UniqueFd fd(::open(P("a").c_str(), O_RDWR));
     ASSERT_TRUE(fd.ok()) << std::strerror(errno);
+    ASSERT_SYS_OK(::fsync(fd.get()));
     ASSERT_EQ(::pwrite(fd.get(), a.data() + 1, 64 * 1024, 0), 64 * 1024);
     ASSERT_SYS_OK(::fsync(fd.get()));
   }
