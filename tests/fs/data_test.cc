@@ -198,13 +198,14 @@ TEST_F(DirtyLimitTest, WritesKeepDirtyBlocksWithinTheLimitWithoutTheFlusher) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(DirtyBytes(), 0u);
-  for (int i = 0; i < 48; i++) {
-    EXPECT_TRUE(ReadAll(InoOf(kRoot, "p" + std::to_string(i))) == wants[i]) << "file " << i;
-  }
+  auto expect_all_read_back = [&] {
+    for (int i = 0; i < 48; i++) {
+      EXPECT_TRUE(ReadAll(InoOf(kRoot, "p" + std::to_string(i))) == wants[i]) << "file " << i;
+    }
+  };
+  expect_all_read_back();
   Reopen();
-  for (int i = 0; i < 48; i++) {
-    EXPECT_TRUE(ReadAll(InoOf(kRoot, "p" + std::to_string(i))) == wants[i]) << "file " << i;
-  }
+  expect_all_read_back();
   ExpectFsckClean();
 }
 
