@@ -289,7 +289,7 @@ Status Filesystem::ReclaimInode(uint64_t ino, bool bounded) {
   SEPFS_RETURN_IF_ERROR(ScanXattrs(ino, have_record ? r.xattr_list_bytes : kv::kXattrsUnknown,
                                    [&](std::string_view key, std::string_view) { b.Delete(key); }));
   b.Delete(kv::InodeKey(ino));
-  b.Delete(kv::SymlinkKey(ino));
+  if (!have_record || S_ISLNK(r.mode)) b.Delete(kv::SymlinkKey(ino));
   b.Delete(kv::OrphanKey(ino));
   const LiveJournal::Entry e = journal_->Note(&b, {}, released, {});
   SEPFS_RETURN_IF_ERROR(meta_->Write(&b, /*sync=*/false));

@@ -221,6 +221,29 @@ TEST_F(NamespaceTest, SymlinkReadlink) {
   EXPECT_ERRNO(fs_->Readlink(f, &got), EINVAL);
 }
 
+TEST_F(NamespaceTest, RemovedSymlinksLeaveNoTarget) {
+  // A reclaim deletes the target key of a symlink only (other inodes have
+  // none): symlinks removed while known and after a remount (as orphans,
+  // from the record-less path) both go whole, files beside them too.
+  auto symlinks = [&] { return KeysWithPrefix(std::string(1, kv::kTagSymlink)); };
+  kv::InodeRecord s, kept;
+  ASSERT_OK(fs_->Symlink(caller_, kRoot, "a", "target-a", &s));
+  ASSERT_OK(fs_->Symlink(caller_, kRoot, "b", "target-b", &kept));
+  const uint64_t f = Create(kRoot, "f");
+  EXPECT_EQ(symlinks(), 2u);
+  ASSERT_OK(fs_->Unlink(kRoot, "a"));
+  ASSERT_OK(fs_->Unlink(kRoot, "f"));
+  fs_->Forget(s.ino, 1);
+  fs_->Forget(f, 1);
+  EXPECT_EQ(symlinks(), 1u);
+  EXPECT_ERRNO(fs_->GetAttr(s.ino, &s), ENOENT);
+  ASSERT_OK(fs_->Unlink(kRoot, "b"));  // still referenced: an orphan until the remount
+  Reopen();
+  EXPECT_EQ(symlinks(), 0u);
+  EXPECT_EQ(KeysWithPrefix(std::string(1, kv::kTagInode)), 1u);  // the root
+  ExpectFsckClean();
+}
+
 TEST_F(NamespaceTest, HardLinks) {
   const uint64_t d = Mkdir(kRoot, "d");
   const uint64_t f = Create(kRoot, "f");
