@@ -102,7 +102,7 @@ struct SetAttrRequest {
 // `holds` keeps alive until the pieces are cleared.
 struct ReadPieces {
   std::vector<iovec> iov;
-  std::vector<std::shared_ptr<const std::string>> holds;
+  std::vector<vlog::RecordRef> holds;
   // Set by the caller: the kernel keeps the file's pages across opens, so a
   // record the read takes whole need not stay in the data cache.
   bool kernel_keeps_pages = false;

@@ -49,37 +49,48 @@ void AlignedBuffer::shrink(size_t max_keep, size_t keep) {
   if (cap < cap_) Reallocate(cap);
 }
 
+AlignedBufferPool::AlignedBufferPool(size_t max_out, size_t keep_bytes, size_t max_idle)
+    : state_(std::make_shared<State>(max_out, keep_bytes, std::min(max_idle, max_out))) {}
+
+AlignedBufferPool::Lease::~Lease() {
+  if (pool_ != nullptr) pool_->Give(std::move(buf_));
+}
+
 AlignedBufferPool::Lease AlignedBufferPool::Take() {
+  State& st = *state_;
   std::unique_ptr<AlignedBuffer> buf;
   {
-    std::lock_guard<std::mutex> l(mu_);
-    if (out_ >= max_out_) return Lease();
-    if (!free_.empty()) {
-      buf = std::move(free_.back());
-      free_.pop_back();
+    std::lock_guard<std::mutex> l(st.mu);
+    if (st.out >= st.max_out) return Lease();
+    if (!st.free.empty()) {
+      buf = std::move(st.free.back());
+      st.free.pop_back();
     }
-    out_++;
+    st.out++;
   }
   if (buf == nullptr) buf.reset(new (std::nothrow) AlignedBuffer());
   if (buf == nullptr) {
-    std::lock_guard<std::mutex> l(mu_);
-    out_--;
+    std::lock_guard<std::mutex> l(st.mu);
+    st.out--;
     return Lease();
   }
   buf->resize(0);
-  return Lease(this, std::move(buf));
+  return Lease(state_, std::move(buf));
 }
 
-void AlignedBufferPool::Give(std::unique_ptr<AlignedBuffer> buf) {
-  std::lock_guard<std::mutex> l(mu_);
-  out_--;
-  // A buffer grown past keep_ is freed (no reallocation: nothing can throw).
-  if (buf != nullptr && buf->capacity() <= keep_) free_.push_back(std::move(buf));
+void AlignedBufferPool::State::Give(std::unique_ptr<AlignedBuffer> buf) {
+  std::lock_guard<std::mutex> l(mu);
+  out--;
+  // A buffer grown past keep, or one more than max_idle, is freed (no
+  // reallocation: nothing can throw).
+  if (buf != nullptr && buf->capacity() <= keep && free.size() < max_idle) {
+    free.push_back(std::move(buf));
+  }
 }
 
 size_t AlignedBufferPool::lent() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return out_;
+  std::lock_guard<std::mutex> l(state_->mu);
+  return state_->out;
 }
 
 }  // namespace sepfs::vlog

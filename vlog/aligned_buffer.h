@@ -44,31 +44,33 @@ class AlignedBuffer {
 };
 
 // At most max_out AlignedBuffers lent out at once, so their memory stays
-// bounded however many threads want one; returned buffers of at most
-// keep_bytes of capacity are lent again. Thread-safe.
+// bounded however many threads want one; of the returned ones, at most
+// max_idle buffers of at most keep_bytes of capacity each are kept to be
+// lent again, the rest are freed. Leases may outlive the pool. Thread-safe.
 class AlignedBufferPool {
+  struct State;
+
  public:
-  AlignedBufferPool(size_t max_out, size_t keep_bytes) : max_out_(max_out), keep_(keep_bytes) {
-    free_.reserve(max_out);  // Give never reallocates
-  }
+  AlignedBufferPool(size_t max_out, size_t keep_bytes, size_t max_idle);
+  AlignedBufferPool(size_t max_out, size_t keep_bytes)
+      : AlignedBufferPool(max_out, keep_bytes, max_out) {}
 
   // A lent buffer (empty, capacity unspecified), returned by the destructor.
   class Lease {
    public:
     Lease() = default;
-    Lease(Lease&& o) noexcept : pool_(o.pool_), buf_(std::move(o.buf_)) { o.pool_ = nullptr; }
+    Lease(Lease&& o) noexcept = default;
     Lease& operator=(Lease&&) = delete;
-    ~Lease() {
-      if (pool_ != nullptr) pool_->Give(std::move(buf_));
-    }
+    ~Lease();
     explicit operator bool() const { return buf_ != nullptr; }
     AlignedBuffer* operator->() const { return buf_.get(); }
+    AlignedBuffer& operator*() const { return *buf_; }
 
    private:
     friend class AlignedBufferPool;
-    Lease(AlignedBufferPool* pool, std::unique_ptr<AlignedBuffer> buf)
-        : pool_(pool), buf_(std::move(buf)) {}
-    AlignedBufferPool* pool_ = nullptr;
+    Lease(std::shared_ptr<State> pool, std::unique_ptr<AlignedBuffer> buf)
+        : pool_(std::move(pool)), buf_(std::move(buf)) {}
+    std::shared_ptr<State> pool_;
     std::unique_ptr<AlignedBuffer> buf_;
   };
 
@@ -78,13 +80,18 @@ class AlignedBufferPool {
   size_t lent() const;
 
  private:
-  void Give(std::unique_ptr<AlignedBuffer> buf);
-
-  const size_t max_out_;
-  const size_t keep_;
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<AlignedBuffer>> free_;
-  size_t out_ = 0;
+  struct State {
+    State(size_t max_out, size_t keep, size_t max_idle)
+        : max_out(max_out), keep(keep), max_idle(max_idle) {
+      free.reserve(max_idle);  // Give never reallocates
+    }
+    void Give(std::unique_ptr<AlignedBuffer> buf);
+    const size_t max_out, keep, max_idle;
+    mutable std::mutex mu;
+    std::vector<std::unique_ptr<AlignedBuffer>> free;
+    size_t out = 0;
+  };
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace sepfs::vlog

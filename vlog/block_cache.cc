@@ -53,6 +53,7 @@ CacheHit BlockCache::Lookup(const BlockPtr& ptr, uint64_t inode, uint64_t block)
   s.hits++;
   hit.data = it->data;
   hit.prefetched = it->prefetched;
+  hit.in_place = it->in_place;
   hit.first_hit = !it->used;
   it->used = true;
   return hit;
@@ -81,10 +82,10 @@ void BlockCache::MarkUsed(const BlockPtr& ptr, uint64_t inode, uint64_t block) {
   it->used = true;
 }
 
-void BlockCache::Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block,
-                        std::shared_ptr<const std::string> data, bool prefetched) {
+void BlockCache::Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block, RecordRef data,
+                        bool prefetched, uint64_t in_place_share) {
   if (!enabled() || data == nullptr) return;
-  const uint64_t charge = data->size() + kEntryOverhead;
+  const uint64_t charge = std::max<uint64_t>(data->size(), in_place_share) + kEntryOverhead;
   const uint64_t key = KeyOf(ptr);
   Shard& s = ShardOf(key);
   std::lock_guard<std::mutex> l(s.mu);
@@ -98,7 +99,8 @@ void BlockCache::Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block,
     s.evictions++;
     RemoveLocked(s, std::prev(s.lru.end()));
   }
-  s.lru.push_front(Entry{ptr, inode, block, std::move(data), charge, prefetched, false});
+  s.lru.push_front(
+      Entry{ptr, inode, block, std::move(data), charge, prefetched, false, in_place_share > 0});
   s.map[key] = s.lru.begin();
   s.usage += charge;
   s.inserts++;

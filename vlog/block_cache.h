@@ -15,8 +15,10 @@
 // kMinEntriesPerShard of them: a small cache still caches. An entry larger
 // than a shard's capacity is not cached (a prefetched one counts as wasted).
 //
-// Values are shared_ptr<const std::string>: a reader keeps its copy alive
-// after the entry is evicted.
+// Values are RecordRefs: a reader keeps the data alive after the entry is
+// evicted. An entry whose data lies in place inside a larger shared read
+// buffer (ReadRequest::in_place) is charged its share of that buffer, and
+// a hit says so (CacheHit::in_place).
 //
 // "Wasted" accounting: an entry inserted with prefetched=true that is
 // evicted, replaced or erased before any lookup hit it, or that did not fit
@@ -36,6 +38,7 @@
 
 #include "vlog/buffer_pool.h"
 #include "vlog/format.h"
+#include "vlog/record_ref.h"
 
 namespace sepfs::vlog {
 
@@ -53,8 +56,9 @@ struct BlockCacheStats {
 
 // What a hit found.
 struct CacheHit {
-  std::shared_ptr<const std::string> data;  // null on a miss
+  RecordRef data;           // null on a miss
   bool prefetched = false;  // the entry was inserted by a prefetch
+  bool in_place = false;    // data is a share of a larger read buffer
   bool first_hit = false;   // ... and this is its first hit
 };
 
@@ -88,9 +92,11 @@ class BlockCache {
   void MarkUsed(const BlockPtr& ptr, uint64_t inode, uint64_t block);
   // Caches data (data->size() == ptr.length) for (ptr, inode, block),
   // replacing any entry at the same (segment, offset). Evicts least recently
-  // used entries of the shard to make room.
-  void Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block,
-              std::shared_ptr<const std::string> data, bool prefetched);
+  // used entries of the shard to make room. in_place_share: nonzero when
+  // data lies inside a larger shared read buffer, the bytes of it the entry
+  // is charged for (ReadRequest::in_place_share).
+  void Insert(const BlockPtr& ptr, uint64_t inode, uint64_t block, RecordRef data,
+              bool prefetched, uint64_t in_place_share = 0);
   // Drops the entry at (ptr.segment, ptr.offset), whatever its seq.
   void Erase(const BlockPtr& ptr);
 
@@ -106,10 +112,11 @@ class BlockCache {
     BlockPtr ptr;
     uint64_t inode = 0;
     uint64_t block = 0;
-    std::shared_ptr<const std::string> data;
+    RecordRef data;
     uint64_t charge = 0;
     bool prefetched = false;
     bool used = false;  // hit at least once
+    bool in_place = false;
   };
   struct Shard {
     mutable std::mutex mu;

@@ -152,6 +152,7 @@ void Prefetcher::WorkerLoop() {
 void Prefetcher::RunGroup(std::vector<JobRef>& group) {
   std::vector<ReadRequest> rr(group.size());
   std::vector<std::shared_ptr<std::string>> bufs(group.size());
+  std::vector<RecordRef> data(group.size());
   for (size_t i = 0; i < group.size(); i++) {
     const PrefetchRequest& q = group[i]->req;
     bufs[i] = cache_->NewBuffer(q.ptr.length);
@@ -159,15 +160,17 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
     rr[i].inode = q.inode;
     rr[i].block = q.block;
     rr[i].buf = bufs[i]->data();
+    rr[i].in_place = &data[i];
     rr[i].quiet = true;  // a failure only means no prefetch: the reader reports it
   }
   (void)vlog_->ReadMany(rr);  // per-request statuses below
   // Cached before the jobs are marked done: a reader that finds neither a
   // pending job nor a cache entry is never possible for a good record.
   for (size_t i = 0; i < group.size(); i++) {
-    if (rr[i].status.ok()) {
-      cache_->Insert(rr[i].ptr, rr[i].inode, rr[i].block, bufs[i], /*prefetched=*/true);
-    }
+    if (!rr[i].status.ok()) continue;
+    if (data[i] == nullptr) data[i] = RefOf(std::move(bufs[i]));
+    cache_->Insert(rr[i].ptr, rr[i].inode, rr[i].block, data[i], /*prefetched=*/true,
+                   rr[i].in_place_share);
   }
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -177,7 +180,8 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
       j.done = true;
       j.status = rr[i].status;
       if (j.status.ok()) {
-        j.data = std::move(bufs[i]);
+        j.data = std::move(data[i]);
+        j.in_place = rr[i].in_place_share > 0;
         stats_.completed++;
       } else {
         stats_.failed++;
@@ -189,7 +193,7 @@ void Prefetcher::RunGroup(std::vector<JobRef>& group) {
   done_cv_.notify_all();
 }
 
-void Prefetcher::Deliver(ReadRequest& r, std::shared_ptr<const std::string> data) {
+void Prefetcher::Deliver(ReadRequest& r, RecordRef data) {
   if (r.ref != nullptr) {
     *r.ref = std::move(data);
   } else if (r.ptr.length > 0) {
@@ -204,6 +208,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     ReadRequest& r = reqs[i];
     CacheHit h = cache_->Lookup(r.ptr, r.inode, r.block);
     if (h.data != nullptr && h.data->size() == r.ptr.length) {
+      if (h.in_place && r.once) cache_->Erase(r.ptr);
       Deliver(r, std::move(h.data));
       r.status = Status::OK();
       cache_hits++;
@@ -235,9 +240,10 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     if (which.empty()) return;
     const bool keep = opt_.cache_foreground && cache_->enabled();
     std::vector<ReadRequest> sub(which.size());
-    // Records to cache or hand over are read into a cache buffer; the others
-    // straight into the caller's buffer.
+    // Records to cache or hand over are read in place or into a cache
+    // buffer; the others straight into the caller's buffer.
     std::vector<std::shared_ptr<std::string>> bufs(which.size());
+    std::vector<RecordRef> data(which.size());
     for (size_t k = 0; k < which.size(); k++) {
       const ReadRequest& r = reqs[which[k]];
       sub[k].ptr = r.ptr;
@@ -246,6 +252,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
       if (keep || r.ref != nullptr) {
         bufs[k] = cache_->NewBuffer(r.ptr.length);
         sub[k].buf = bufs[k]->data();
+        sub[k].in_place = &data[k];
       } else {
         sub[k].buf = r.buf;
       }
@@ -255,24 +262,31 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
       ReadRequest& r = reqs[which[k]];
       r.status = std::move(sub[k].status);
       if (!r.status.ok() || bufs[k] == nullptr) continue;
-      if (keep && !r.once) cache_->Insert(r.ptr, r.inode, r.block, bufs[k], /*prefetched=*/false);
-      Deliver(r, std::move(bufs[k]));
+      if (data[k] == nullptr) data[k] = RefOf(std::move(bufs[k]));
+      if (keep && !r.once) {
+        cache_->Insert(r.ptr, r.inode, r.block, data[k], /*prefetched=*/false,
+                       sub[k].in_place_share);
+      }
+      Deliver(r, std::move(data[k]));
     }
   };
   read_direct(direct);
   std::vector<size_t> retry;
   for (auto& [i, job] : waits) {
-    std::shared_ptr<const std::string> data;
+    RecordRef data;
+    bool in_place = false;
     {
       std::unique_lock<std::mutex> l(mu_);
       done_cv_.wait(l, [&] { return job->done; });
       data = job->data;
+      in_place = job->in_place;
     }
     waited++;
     ReadRequest& r = reqs[i];
     if (data != nullptr && data->size() == r.ptr.length) {
       // The worker cached it as an unused prefetch; it was used now.
       cache_->MarkUsed(r.ptr, r.inode, r.block);
+      if (in_place && r.once) cache_->Erase(r.ptr);
       Deliver(r, std::move(data));
       r.status = Status::OK();
       pf_hits++;

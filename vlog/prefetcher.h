@@ -21,6 +21,11 @@
 // Records read by the caller are cached (not marked prefetched) when
 // options.cache_foreground is set, except requests marked `once`.
 //
+// Records are read in place where the vLog can (ReadRequest::in_place:
+// runs read directly into a shared buffer, no copy). A `once` request that
+// takes such a record from the cache also drops it there, so that its
+// buffer is freed once the reader has taken all of its records.
+//
 // Cancel(tag) drops queued, unstarted requests that carry `tag` (e.g. the
 // prefetches of a directory listing nobody follows up on).
 //
@@ -110,7 +115,8 @@ class Prefetcher {
     bool done = false;      // finished (data set on success)
     bool dropped = false;   // cancelled or taken over before it started
     Status status;
-    std::shared_ptr<const std::string> data;
+    RecordRef data;
+    bool in_place = false;  // data is a share of a larger read buffer
   };
   using JobRef = std::shared_ptr<Job>;
   static uint64_t KeyOf(const BlockPtr& p) {
@@ -119,7 +125,7 @@ class Prefetcher {
   // Removes job (queued, unstarted) from pending_ and marks it dropped (mu_ held).
   void DropLocked(const JobRef& job);
   // Gives a foreground request its verified data: by reference or by copy.
-  static void Deliver(ReadRequest& r, std::shared_ptr<const std::string> data);
+  static void Deliver(ReadRequest& r, RecordRef data);
   void WorkerLoop();
   void RunGroup(std::vector<JobRef>& group);
 

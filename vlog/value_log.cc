@@ -238,8 +238,10 @@ class ValueLog::Impl {
   void ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run);
   void ReadRunDirect(Segment& seg, std::span<ReadRequest*> run);
   // Sets r.status: st if the read failed, else the check of the record
-  // (header, and the data already in r.buf); counts and reports it.
-  void Settle(ReadRequest& r, const Status& st, const char* header);
+  // (header, and its data: at data, or already in r.buf when data is null);
+  // counts and reports it.
+  void Settle(ReadRequest& r, const Status& st, const char* header,
+              const char* data = nullptr);
   void CountRead(uint64_t bytes) {
     preads_.fetch_add(1, std::memory_order_relaxed);
     bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
@@ -283,6 +285,8 @@ class ValueLog::Impl {
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
   // record) is freed when returned. Their memory: about 8 x 1 MiB.
   AlignedBufferPool direct_buffers_{kDirectBuffers, 2 * kDirectChunk};
+  // Buffers of runs read in place; as many idle ones are kept as above.
+  AlignedBufferPool shared_buffers_{kSharedReadBuffers, 2 * kDirectChunk, kDirectBuffers};
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
       bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
@@ -919,7 +923,8 @@ void ValueLog::Impl::ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run) 
 
 void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
   // The run's aligned cover lands in a pool buffer; each record's data is
-  // copied out of it into its request's buffer and checked there.
+  // copied out of it into its request's buffer and checked there, or, when
+  // every request takes its data in place, checked and left where it is.
   constexpr uint64_t kAlign = File::kDirectAlign;
   const uint64_t start = run.front()->ptr.offset;
   const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
@@ -931,34 +936,51 @@ void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
   const uint64_t direct_hi =
       std::min(hi, seg.flushed.load(std::memory_order_acquire) & ~(kAlign - 1));
   if (end - start < kMinDirectRead || direct_hi <= lo) return ReadRunBuffered(seg, run);
-  AlignedBufferPool::Lease cover = direct_buffers_.Take();
-  if (!cover) return ReadRunBuffered(seg, run);  // every buffer is in use
+  const bool in_place = std::all_of(run.begin(), run.end(),
+                                    [](const ReadRequest* r) { return r->in_place != nullptr; });
+  AlignedBufferPool::Lease lease = in_place ? shared_buffers_.Take() : AlignedBufferPool::Lease();
+  const bool shared = static_cast<bool>(lease);
+  // Shared by the records handed out in place; released with the last.
+  auto cover = std::make_shared<AlignedBufferPool::Lease>(shared ? std::move(lease)
+                                                                 : direct_buffers_.Take());
+  if (!*cover) return ReadRunBuffered(seg, run);  // every buffer is in use
+  AlignedBuffer& buf = **cover;
   Status st;
   size_t got = 0;
   try {
-    cover->resize(hi - lo);
+    buf.resize(hi - lo);
   } catch (const std::bad_alloc&) {
     return ReadRunBuffered(seg, run);
   }
   CountRead(end - start);
-  st = seg.file->ReadDirect(lo, direct_hi - lo, cover->data(), &got);
+  st = seg.file->ReadDirect(lo, direct_hi - lo, buf.data(), &got);
   if (st.ok() && got == direct_hi - lo && end > direct_hi) {
     size_t tail = 0;
-    st = seg.file->Read(direct_hi, end - direct_hi, cover->data() + (direct_hi - lo), &tail);
+    st = seg.file->Read(direct_hi, end - direct_hi, buf.data() + (direct_hi - lo), &tail);
     got += tail;
   }
   if (st.ok() && got < end - lo) st = FileEndsEarly(seg.id, start, end - lo - got);
   for (ReadRequest* r : run) {
-    const char* header = cover->data() + (r->ptr.offset - lo);
-    if (st.ok() && r->ptr.length > 0) {
-      std::memcpy(r->buf, header + kRecordHeaderSize, r->ptr.length);
+    const char* header = buf.data() + (r->ptr.offset - lo);
+    const char* data = header + kRecordHeaderSize;
+    if (!shared) {
+      if (st.ok() && r->ptr.length > 0) std::memcpy(r->buf, data, r->ptr.length);
+      Settle(*r, st, header);
+      continue;
     }
-    Settle(*r, st, header);
+    Settle(*r, st, header, data);
+    if (r->status.ok()) {
+      *r->in_place = RefInto(cover, data, r->ptr.length);
+      // The buffer's bytes, shared out by record size.
+      r->in_place_share = std::max<uint64_t>(
+          r->ptr.length, buf.capacity() * r->ptr.record_size() / (end - start));
+    }
   }
 }
 
-void ValueLog::Impl::Settle(ReadRequest& r, const Status& st, const char* header) {
-  r.status = st.ok() ? CheckRecord(r.ptr, r.inode, r.block, header, r.buf) : st;
+void ValueLog::Impl::Settle(ReadRequest& r, const Status& st, const char* header,
+                            const char* data) {
+  r.status = st.ok() ? CheckRecord(r.ptr, r.inode, r.block, header, data ? data : r.buf) : st;
   if (r.status.ok()) records_read_.fetch_add(1, std::memory_order_relaxed);
   if (!r.quiet) r.status = Report(std::move(r.status));
 }

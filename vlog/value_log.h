@@ -46,6 +46,7 @@
 
 #include "vlog/env.h"
 #include "vlog/format.h"
+#include "vlog/record_ref.h"
 #include "vlog/status.h"
 
 namespace sepfs::vlog {
@@ -56,6 +57,13 @@ constexpr size_t kMinDirectWrite = 128u << 10;
 // Runs of records this long or longer are read with O_DIRECT (see
 // Options::direct_reads).
 constexpr size_t kMinDirectRead = 512u << 10;
+// Runs read direct whose every request takes its data in place
+// (ReadRequest::in_place) land in one of at most this many buffers of about
+// 1 MiB, each allocated while any record in it is referenced: a sequential
+// reader's prefetch window (an eighth of the data cache, 32 MiB by default)
+// and the reads in flight. When none is free, such a run is read as the
+// others are, into the requests' buffers.
+constexpr size_t kSharedReadBuffers = 64;
 
 struct Options {
   Env* env = nullptr;                       // nullptr: Env::Default()
@@ -172,7 +180,15 @@ struct ReadRequest {
   // Prefetcher::Read only (ReadMany ignores it): when set, the data is
   // handed over instead of copied: on success *ref holds exactly ptr.length
   // bytes (shared with the cache) and buf, which may be null, is not used.
-  std::shared_ptr<const std::string>* ref = nullptr;
+  RecordRef* ref = nullptr;
+  // ReadMany only: when set, ReadMany may leave the data where a direct read
+  // put it instead of copying it into buf: on success *in_place then holds
+  // exactly ptr.length bytes, buf is untouched, and in_place_share is this
+  // record's part of the shared read buffer (at least ptr.length bytes),
+  // which stays allocated while any record in it is referenced. Otherwise
+  // *in_place stays null and the data is in buf.
+  RecordRef* in_place = nullptr;
+  uint64_t in_place_share = 0;
   // Prefetcher::Read only: the record, if read from the log, is not kept in
   // the cache (the caller takes all of it and keeps it: the kernel's page
   // cache holds a FUSE file's bytes once a READ has returned them).

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -58,6 +59,26 @@ TEST(AlignedBufferPoolTest, BuffersGrownPastTheKeepSizeAreFreed) {
   AlignedBufferPool::Lease b = pool.Take();
   ASSERT_TRUE(b);
   EXPECT_EQ(b->capacity(), 0u);  // a fresh buffer: the large one was freed
+}
+
+// Returned buffers beyond max_idle are freed; a lease may outlive its pool.
+TEST(AlignedBufferPoolTest, KeepsAtMostMaxIdleAndLeasesOutliveThePool) {
+  auto pool = std::make_unique<AlignedBufferPool>(3, 64 << 10, /*max_idle=*/1);
+  {
+    AlignedBufferPool::Lease a = pool->Take();
+    AlignedBufferPool::Lease b = pool->Take();
+    a->resize(8192);
+    b->resize(8192);
+  }
+  AlignedBufferPool::Lease c = pool->Take();
+  AlignedBufferPool::Lease d = pool->Take();
+  EXPECT_EQ(c->capacity() + d->capacity(), 8192u);  // one kept, one freed
+  AlignedBufferPool::Lease e = pool->Take();
+  ASSERT_TRUE(e);
+  e->resize(4096);
+  std::memset(e->data(), 7, 4096);
+  pool.reset();
+  EXPECT_EQ(e->data()[4095], 7);  // the pool's state lives on with its leases
 }
 
 }  // namespace

@@ -20,9 +20,7 @@ BlockPtr Ptr(uint32_t seg, uint32_t off, uint32_t len, uint64_t seq) {
   return p;
 }
 
-std::shared_ptr<const std::string> Data(size_t n, char c) {
-  return std::make_shared<const std::string>(n, c);
-}
+RecordRef Data(size_t n, char c) { return RefOf(std::make_shared<const std::string>(n, c)); }
 
 constexpr uint64_t kCharge1k = 1024 + BlockCache::kEntryOverhead;
 
@@ -77,6 +75,19 @@ TEST(BlockCacheTest, LruEvictionWithinCapacity) {
   EXPECT_EQ(s.evictions, 1u);
   EXPECT_EQ(s.entries, 4u);
   EXPECT_LE(s.usage, s.capacity);
+}
+
+// An entry whose data lies inside a larger read buffer is charged its
+// share of that buffer, and its hits say so.
+TEST(BlockCacheTest, InPlaceEntriesAreChargedTheirShare) {
+  BlockCache c(1 << 20, 1);
+  c.Insert(Ptr(1, 64, 1024, 1), 1, 0, Data(1024, 'a'), false, /*in_place_share=*/4096);
+  c.Insert(Ptr(1, 2000, 1024, 2), 1, 1, Data(1024, 'b'), false);
+  EXPECT_EQ(c.stats().usage, 4096 + BlockCache::kEntryOverhead + kCharge1k);
+  EXPECT_TRUE(c.Lookup(Ptr(1, 64, 1024, 1), 1, 0).in_place);
+  EXPECT_FALSE(c.Lookup(Ptr(1, 2000, 1024, 2), 1, 1).in_place);
+  c.Erase(Ptr(1, 64, 1024, 1));
+  EXPECT_EQ(c.stats().usage, kCharge1k);
 }
 
 TEST(BlockCacheTest, TooLargeEntryIsNotCached) {
@@ -236,7 +247,7 @@ TEST(BufferPoolTest, CacheEvictionsFeedTheNextMisses) {
   BlockCache cache(32 * (65536 + BlockCache::kEntryOverhead), 1);
   for (uint32_t i = 0; i < 40; i++) {
     auto buf = cache.NewBuffer(65536);
-    cache.Insert(BlockPtr{1, 64 + i * 70000, 65536, i + 1}, 7, i, std::move(buf), false);
+    cache.Insert(BlockPtr{1, 64 + i * 70000, 65536, i + 1}, 7, i, RefOf(std::move(buf)), false);
   }
   EXPECT_EQ(cache.stats().evictions, 8u);
   // Once full, each miss reuses the buffer the previous insert evicted: the

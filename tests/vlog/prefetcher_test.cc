@@ -140,6 +140,22 @@ class PrefetcherTest : public ::testing::Test {
     }
     return pf_->Read(rq);
   }
+  // Reads of rs that take the data by reference (*holds); once(i) marks
+  // request i `once`.
+  template <typename Once>
+  static std::vector<ReadRequest> RefReads(const std::vector<Rec>& rs,
+                                           std::vector<RecordRef>* holds, Once once) {
+    std::vector<ReadRequest> rq(rs.size());
+    holds->assign(rs.size(), nullptr);
+    for (size_t i = 0; i < rs.size(); i++) {
+      rq[i].ptr = rs[i].ptr;
+      rq[i].inode = rs[i].inode;
+      rq[i].block = rs[i].block;
+      rq[i].ref = &(*holds)[i];
+      rq[i].once = once(i);
+    }
+    return rq;
+  }
   void WaitIdle() {
     for (int i = 0; i < 2000 && pf_->TEST_Pending() > 0; i++) std::this_thread::sleep_for(5ms);
     ASSERT_EQ(pf_->TEST_Pending(), 0u);
@@ -188,15 +204,8 @@ TEST_F(PrefetcherTest, PrefetchedRecordsServedWithoutAnotherPread) {
 TEST_F(PrefetcherTest, RecordsReadOnceAreHandedOverButNotCached) {
   Start();
   std::vector<Rec> rs = Write(9, 4);
-  std::vector<ReadRequest> rq(rs.size());
-  std::vector<std::shared_ptr<const std::string>> holds(rs.size());
-  for (size_t i = 0; i < rs.size(); i++) {
-    rq[i].ptr = rs[i].ptr;
-    rq[i].inode = rs[i].inode;
-    rq[i].block = rs[i].block;
-    rq[i].ref = &holds[i];
-    rq[i].once = i < 2;
-  }
+  std::vector<RecordRef> holds;
+  std::vector<ReadRequest> rq = RefReads(rs, &holds, [](size_t i) { return i < 2; });
   ASSERT_TRUE(pf_->Read(rq).ok());
   for (size_t i = 0; i < rs.size(); i++) {
     ASSERT_NE(holds[i], nullptr) << i;
@@ -213,6 +222,38 @@ TEST_F(PrefetcherTest, RecordsReadOnceAreHandedOverButNotCached) {
   ASSERT_TRUE(ReadAll({rs[0], rs[1]}, &bufs).ok());
   EXPECT_EQ(bufs[1], rs[1].data);
   EXPECT_EQ(vlog_->stats().preads, preads + 1);
+}
+
+// Prefetched records of a long run are read in place (no copy out of the
+// direct read's buffer). A `once` read that takes one drops it from the
+// cache, so the buffer goes once all its records are taken; records read
+// through the page cache stay cached whatever reads them.
+TEST_F(PrefetcherTest, InPlaceRecordsTakenOnceLeaveTheCache) {
+  Start();
+  std::vector<Rec> rs = Write(11, 12, 64 << 10);  // 768 KiB: one direct read
+  std::vector<Rec> small = Write(12, 4);          // 64 KiB: through the page cache
+  EXPECT_EQ(pf_->Prefetch(Reqs(rs)), 12u);
+  EXPECT_EQ(pf_->Prefetch(Reqs(small)), 4u);
+  WaitIdle();
+  EXPECT_EQ(cache_->stats().entries, 16u);
+  EXPECT_TRUE(cache_->Lookup(rs[11].ptr, rs[11].inode, rs[11].block).in_place);
+  EXPECT_FALSE(cache_->Lookup(small[0].ptr, small[0].inode, small[0].block).in_place);
+  const uint64_t preads = vlog_->stats().preads;
+  std::vector<Rec> all = rs;
+  all.insert(all.end(), small.begin(), small.end());
+  std::vector<RecordRef> holds;
+  std::vector<ReadRequest> rq = RefReads(all, &holds, [](size_t i) { return i % 2 == 0; });
+  ASSERT_TRUE(pf_->Read(rq).ok());
+  for (size_t i = 0; i < all.size(); i++) {
+    ASSERT_NE(holds[i], nullptr) << i;
+    EXPECT_EQ(*holds[i], all[i].data) << i;
+  }
+  EXPECT_EQ(vlog_->stats().preads, preads);  // all from the cache
+  for (size_t i = 0; i < all.size(); i++) {
+    const bool left = i >= rs.size() || i % 2 == 1;
+    EXPECT_EQ(cache_->Contains(all[i].ptr, all[i].inode, all[i].block), left) << i;
+  }
+  EXPECT_EQ(pf_->stats().wasted_bytes, 0u);  // taken, not wasted
 }
 
 TEST_F(PrefetcherTest, AdjacentRequestsShareOnePread) {

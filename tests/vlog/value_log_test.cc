@@ -931,6 +931,104 @@ TEST_F(ValueLogTest, RunsAreReadDirect) {
   }
 }
 
+// Requests that take their data in place get it where the direct read put
+// it: the right bytes, their buffers untouched, each charged a share of the
+// read buffer, which outlives the log while referenced. A flipped byte
+// still fails its record only; a run read through the page cache, and one
+// that finds every shared buffer taken, fill the requests' buffers instead.
+TEST_F(ValueLogTest, RunsReadDirectCanLeaveTheirDataInPlace) {
+  OpenLog(64 << 20, 8 << 20);
+  std::vector<Written> all;
+  for (size_t i = 0; i < 20; ++i) all.push_back(Put(Stream::kHot, 8, i, 65536 + 100 * i));
+  all.push_back(Put(Stream::kHot, 9, 0, 8000));  // the run ends blocks before the flushed end
+  ASSERT_TRUE(vlog_->Sync().ok());
+  all.pop_back();
+  auto read_in_place = [&](const std::vector<Written>& ws, std::vector<std::string>* bufs,
+                           std::vector<RecordRef>* refs) {
+    std::vector<ReadRequest> reqs = RequestsFor(ws, bufs);
+    refs->assign(ws.size(), nullptr);
+    for (size_t i = 0; i < ws.size(); ++i) reqs[i].in_place = &(*refs)[i];
+    const Status st = vlog_->ReadMany(reqs);
+    return std::make_pair(st, reqs);
+  };
+  std::vector<std::string> bufs;
+  std::vector<RecordRef> refs;
+  auto [st, reqs] = read_in_place(all, &bufs, &refs);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  uint64_t shares = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_NE(refs[i], nullptr) << i;
+    EXPECT_TRUE(*refs[i] == all[i].data) << i;
+    EXPECT_EQ(bufs[i], std::string(all[i].data.size(), '\0')) << i;  // untouched
+    EXPECT_GE(reqs[i].in_place_share, all[i].ptr.length) << i;
+    shares += reqs[i].in_place_share;
+  }
+  const uint64_t run = all.back().ptr.offset + all.back().ptr.record_size() - all[0].ptr.offset;
+  EXPECT_GE(shares, run - 2 * kRecordHeaderSize);  // the buffer, shared out
+  EXPECT_LE(shares, 2 * run + 2 * File::kDirectAlign);
+
+  // A flipped data byte: that record fails and is not handed out.
+  const std::string path = dir_ + "/" + SegmentFileName(all[0].ptr.segment);
+  {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const off_t at = static_cast<off_t>(all[5].ptr.offset + kRecordHeaderSize + 7);
+    char c;
+    ASSERT_EQ(::pread(fd, &c, 1, at), 1);
+    c ^= 0x04;
+    ASSERT_EQ(::pwrite(fd, &c, 1, at), 1);
+    ::close(fd);
+  }
+  std::vector<std::string> bufs2;
+  std::vector<RecordRef> refs2;
+  auto [st2, reqs2] = read_in_place(all, &bufs2, &refs2);
+  EXPECT_TRUE(st2.IsCorruption()) << st2.ToString();
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(reqs2[i].status.ok(), i != 5) << i;
+    EXPECT_EQ(refs2[i] != nullptr, i != 5) << i;
+    if (i != 5) {
+      EXPECT_TRUE(*refs2[i] == all[i].data) << i;
+    }
+  }
+
+  // Three records are read through the page cache: into the buffers.
+  std::vector<Written> few(all.begin(), all.begin() + 3);
+  auto [st3, reqs3] = read_in_place(few, &bufs2, &refs2);
+  ASSERT_TRUE(st3.ok());
+  for (size_t i = 0; i < few.size(); ++i) {
+    EXPECT_EQ(refs2[i], nullptr) << i;
+    EXPECT_EQ(bufs2[i], few[i].data) << i;
+  }
+
+  // With every shared buffer referenced, a run is copied out as before.
+  std::vector<Written> good(all.begin() + 8, all.end());
+  ASSERT_GE(good.back().ptr.offset + good.back().ptr.record_size() - good[0].ptr.offset,
+            kMinDirectRead);
+  // (refs, from the first read, holds two.)
+  std::vector<std::vector<RecordRef>> held;
+  for (;;) {
+    ASSERT_LE(held.size(), kSharedReadBuffers);
+    held.emplace_back();
+    auto [st4, reqs4] = read_in_place(good, &bufs2, &held.back());
+    ASSERT_TRUE(st4.ok());
+    if (held.back()[0] == nullptr) break;
+  }
+  EXPECT_EQ(held.size(), kSharedReadBuffers - 2 + 1);
+  for (size_t i = 0; i < good.size(); ++i) {
+    EXPECT_EQ(held.back()[i], nullptr) << i;
+    EXPECT_EQ(bufs2[i], good[i].data) << i;
+  }
+  // One buffer back (its last reference gone): in place again.
+  held[0].clear();
+  ASSERT_TRUE(read_in_place(good, &bufs2, &refs2).first.ok());
+  ASSERT_NE(refs2[0], nullptr);
+  EXPECT_TRUE(*refs2[0] == good[0].data);
+
+  // The data outlives the log that read it.
+  vlog_.reset();
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(*refs[i] == all[i].data) << i;
+}
+
 // A long run is read direct in pieces of about equal size, none over
 // 1 MiB and none short enough to go through the page cache.
 TEST_F(ValueLogTest, LongRunsAreReadInEvenPieces) {
