@@ -49,8 +49,10 @@ std::string StoreReport(Store* store) {
   out += "vlog:\n";
   Line(&out, "  records appended     %" PRIu64 " (%" PRIu64 " bytes)\n", vs.records_appended,
        vs.bytes_appended);
-  Line(&out, "  records read         %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " preads)\n",
-       vs.records_read, vs.bytes_read, vs.preads);
+  Line(&out,
+       "  records read         %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " preads; %" PRIu64
+       " left in place)\n",
+       vs.records_read, vs.bytes_read, vs.preads, vs.records_in_place);
   Line(&out, "  checksum errors      %" PRIu64 "\n", vs.checksum_errors);
   Line(&out,
        "  segments recycled    %" PRIu64 " (%" PRIu64 " free files kept, %" PRIu64 " bytes)\n",

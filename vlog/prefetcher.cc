@@ -201,6 +201,17 @@ void Prefetcher::Deliver(ReadRequest& r, RecordRef data) {
   }
 }
 
+void Prefetcher::LeaveSharedBuffer(const ReadRequest& r, RecordRef* data) {
+  if (r.once) {
+    cache_->Erase(r.ptr);
+    return;
+  }
+  std::shared_ptr<std::string> own = cache_->NewBuffer(r.ptr.length);
+  if (r.ptr.length > 0) std::memcpy(own->data(), (*data)->data(), r.ptr.length);
+  *data = RefOf(std::move(own));
+  cache_->Insert(r.ptr, r.inode, r.block, *data, /*prefetched=*/false);
+}
+
 Status Prefetcher::Read(std::span<ReadRequest> reqs) {
   uint64_t cache_hits = 0, pf_hits = 0, waited = 0, taken = 0;
   std::vector<size_t> misses;
@@ -208,7 +219,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     ReadRequest& r = reqs[i];
     CacheHit h = cache_->Lookup(r.ptr, r.inode, r.block);
     if (h.data != nullptr && h.data->size() == r.ptr.length) {
-      if (h.in_place && r.once) cache_->Erase(r.ptr);
+      if (h.in_place) LeaveSharedBuffer(r, &h.data);
       Deliver(r, std::move(h.data));
       r.status = Status::OK();
       cache_hits++;
@@ -286,7 +297,7 @@ Status Prefetcher::Read(std::span<ReadRequest> reqs) {
     if (data != nullptr && data->size() == r.ptr.length) {
       // The worker cached it as an unused prefetch; it was used now.
       cache_->MarkUsed(r.ptr, r.inode, r.block);
-      if (in_place && r.once) cache_->Erase(r.ptr);
+      if (in_place) LeaveSharedBuffer(r, &data);
       Deliver(r, std::move(data));
       r.status = Status::OK();
       pf_hits++;

@@ -23,8 +23,9 @@
 //
 // Records are read in place where the vLog can (ReadRequest::in_place:
 // runs read directly into a shared buffer, no copy). A `once` request that
-// takes such a record from the cache also drops it there, so that its
-// buffer is freed once the reader has taken all of its records.
+// takes such a record from the cache also drops it there, and any other
+// request that reads it replaces the entry with a copy of its own, so that
+// the buffer is freed once readers have read each of its records.
 //
 // Cancel(tag) drops queued, unstarted requests that carry `tag` (e.g. the
 // prefetches of a directory listing nobody follows up on).
@@ -126,6 +127,12 @@ class Prefetcher {
   void DropLocked(const JobRef& job);
   // Gives a foreground request its verified data: by reference or by copy.
   static void Deliver(ReadRequest& r, RecordRef data);
+  // r found its record (*data) in place in a shared read buffer: the
+  // record leaves that buffer. Taken whole (once), it leaves the cache;
+  // taken in part (a read not aligned to the blocks), the cache keeps a
+  // copy of its own, for the read that takes the rest, and *data becomes
+  // that copy.
+  void LeaveSharedBuffer(const ReadRequest& r, RecordRef* data);
   void WorkerLoop();
   void RunGroup(std::vector<JobRef>& group);
 

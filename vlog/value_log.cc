@@ -289,7 +289,7 @@ class ValueLog::Impl {
   AlignedBufferPool shared_buffers_{kSharedReadBuffers, 2 * kDirectChunk, kDirectBuffers};
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
-      bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
+      records_in_place_{0}, bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
       unfinished_removed_{0}, unfinished_kept_{0}, segments_recycled_{0};
 };
 
@@ -970,6 +970,7 @@ void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
     }
     Settle(*r, st, header, data);
     if (r->status.ok()) {
+      records_in_place_.fetch_add(1, std::memory_order_relaxed);
       *r->in_place = RefInto(cover, data, r->ptr.length);
       // The buffer's bytes, shared out by record size.
       r->in_place_share = std::max<uint64_t>(
@@ -1104,6 +1105,7 @@ Stats ValueLog::Impl::stats() const {
   s.records_appended = records_appended_.load();
   s.bytes_appended = bytes_appended_.load();
   s.records_read = records_read_.load();
+  s.records_in_place = records_in_place_.load();
   s.bytes_read = bytes_read_.load();
   s.preads = preads_.load();
   s.checksum_errors = checksum_errors_.load();

@@ -148,6 +148,7 @@ struct Stats {
   uint64_t records_appended = 0;
   uint64_t bytes_appended = 0;     // record bytes, headers included
   uint64_t records_read = 0;
+  uint64_t records_in_place = 0;   // ... of which left in a shared read buffer (in_place)
   uint64_t bytes_read = 0;         // bytes requested from segment files
   uint64_t preads = 0;             // file reads by Read/ReadMany (one per run of adjacent records)
   uint64_t checksum_errors = 0;    // records that failed verification

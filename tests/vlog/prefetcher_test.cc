@@ -226,14 +226,16 @@ TEST_F(PrefetcherTest, RecordsReadOnceAreHandedOverButNotCached) {
 
 // Prefetched records of a long run are read in place (no copy out of the
 // direct read's buffer). A `once` read that takes one drops it from the
-// cache, so the buffer goes once all its records are taken; records read
-// through the page cache stay cached whatever reads them.
-TEST_F(PrefetcherTest, InPlaceRecordsTakenOnceLeaveTheCache) {
+// cache, any other read replaces it with a copy of its own, so the buffer
+// goes once all its records are read; records read through the page cache
+// stay cached as they are whatever reads them.
+TEST_F(PrefetcherTest, InPlaceRecordsLeaveTheirBufferWhenRead) {
   Start();
-  std::vector<Rec> rs = Write(11, 12, 64 << 10);  // 768 KiB: one direct read
   std::vector<Rec> small = Write(12, 4);          // 64 KiB: through the page cache
-  EXPECT_EQ(pf_->Prefetch(Reqs(rs)), 12u);
+  std::vector<Rec> rs = Write(11, 12, 64 << 10);  // 768 KiB: one direct read
   EXPECT_EQ(pf_->Prefetch(Reqs(small)), 4u);
+  WaitIdle();  // not merged with rs into one run
+  EXPECT_EQ(pf_->Prefetch(Reqs(rs)), 12u);
   WaitIdle();
   EXPECT_EQ(cache_->stats().entries, 16u);
   EXPECT_TRUE(cache_->Lookup(rs[11].ptr, rs[11].inode, rs[11].block).in_place);
@@ -252,6 +254,11 @@ TEST_F(PrefetcherTest, InPlaceRecordsTakenOnceLeaveTheCache) {
   for (size_t i = 0; i < all.size(); i++) {
     const bool left = i >= rs.size() || i % 2 == 1;
     EXPECT_EQ(cache_->Contains(all[i].ptr, all[i].inode, all[i].block), left) << i;
+    if (!left) continue;
+    CacheHit h = cache_->Lookup(all[i].ptr, all[i].inode, all[i].block);
+    EXPECT_FALSE(h.in_place) << i;
+    ASSERT_NE(h.data, nullptr) << i;
+    EXPECT_EQ(*h.data, all[i].data) << i;
   }
   EXPECT_EQ(pf_->stats().wasted_bytes, 0u);  // taken, not wasted
 }

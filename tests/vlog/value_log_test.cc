@@ -953,8 +953,10 @@ TEST_F(ValueLogTest, RunsReadDirectCanLeaveTheirDataInPlace) {
   };
   std::vector<std::string> bufs;
   std::vector<RecordRef> refs;
+  const uint64_t in_place_before = vlog_->stats().records_in_place;
   auto [st, reqs] = read_in_place(all, &bufs, &refs);
   ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(vlog_->stats().records_in_place, in_place_before + all.size());
   uint64_t shares = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     ASSERT_NE(refs[i], nullptr) << i;
@@ -1014,6 +1016,7 @@ TEST_F(ValueLogTest, RunsReadDirectCanLeaveTheirDataInPlace) {
     if (held.back()[0] == nullptr) break;
   }
   EXPECT_EQ(held.size(), kSharedReadBuffers - 2 + 1);
+  const uint64_t in_place_now = vlog_->stats().records_in_place;
   for (size_t i = 0; i < good.size(); ++i) {
     EXPECT_EQ(held.back()[i], nullptr) << i;
     EXPECT_EQ(bufs2[i], good[i].data) << i;
@@ -1021,6 +1024,7 @@ TEST_F(ValueLogTest, RunsReadDirectCanLeaveTheirDataInPlace) {
   // One buffer back (its last reference gone): in place again.
   held[0].clear();
   ASSERT_TRUE(read_in_place(good, &bufs2, &refs2).first.ok());
+  EXPECT_EQ(vlog_->stats().records_in_place, in_place_now + good.size());
   ASSERT_NE(refs2[0], nullptr);
   EXPECT_TRUE(*refs2[0] == good[0].data);
 
