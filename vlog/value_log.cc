@@ -289,8 +289,9 @@ class ValueLog::Impl {
   AlignedBufferPool shared_buffers_{kSharedReadBuffers, 2 * kDirectChunk, kDirectBuffers};
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
-      records_in_place_{0}, bytes_read_{0}, preads_{0}, checksum_errors_{0}, segments_deleted_{0}, bytes_freed_{0},
-      unfinished_removed_{0}, unfinished_kept_{0}, segments_recycled_{0};
+      records_in_place_{0}, bytes_read_{0}, preads_{0}, checksum_errors_{0},
+      segments_deleted_{0}, bytes_freed_{0}, unfinished_removed_{0}, unfinished_kept_{0},
+      segments_recycled_{0};
 };
 
 // ---- Open -------------------------------------------------------------------
