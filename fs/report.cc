@@ -51,8 +51,8 @@ std::string StoreReport(Store* store) {
        vs.bytes_appended);
   Line(&out,
        "  records read         %" PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " preads; %" PRIu64
-       " left in place)\n",
-       vs.records_read, vs.bytes_read, vs.preads, vs.records_in_place);
+       " left in place, %" PRIu64 " shared buffers in use)\n",
+       vs.records_read, vs.bytes_read, vs.preads, vs.records_in_place, vs.shared_buffers);
   Line(&out, "  checksum errors      %" PRIu64 "\n", vs.checksum_errors);
   Line(&out,
        "  segments recycled    %" PRIu64 " (%" PRIu64 " free files kept, %" PRIu64 " bytes)\n",

@@ -12,7 +12,8 @@
 //
 // Read() serves FOREGROUND reads and never queues them behind prefetches:
 //   - a request whose record is cached (exact pointer match) is copied, or
-//     handed over without a copy when the request asks for it (ref);
+//     handed over without a copy when the request asks for it (ref; but
+//     see LeaveSharedBuffer for records in place);
 //   - a request whose record a worker is reading right now waits for that
 //     read (no second I/O for the same bytes); if it failed, the caller
 //     retries the record itself and reports that result;
@@ -128,10 +129,10 @@ class Prefetcher {
   // Gives a foreground request its verified data: by reference or by copy.
   static void Deliver(ReadRequest& r, RecordRef data);
   // r found its record (*data) in place in a shared read buffer: the
-  // record leaves that buffer. Taken whole (once), it leaves the cache;
-  // taken in part (a read not aligned to the blocks), the cache keeps a
-  // copy of its own, for the read that takes the rest, and *data becomes
-  // that copy.
+  // record leaves that buffer. Taken whole by a reader that keeps it
+  // (once), it leaves the cache; read any other way (e.g. in part, by a
+  // READ not aligned to the blocks), the cache keeps a copy of its own, for
+  // the read that takes the rest, and *data becomes that copy.
   void LeaveSharedBuffer(const ReadRequest& r, RecordRef* data);
   void WorkerLoop();
   void RunGroup(std::vector<JobRef>& group);

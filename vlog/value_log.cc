@@ -34,8 +34,9 @@ namespace {
 
 constexpr uint64_t kMaxMergedRead = 8u << 20;
 // Direct reads: a run is read in pieces of at most this many bytes (a larger
-// record alone), each through one of at most kDirectBuffers pool buffers; a
-// reader that finds none free reads through the page cache.
+// record alone), each through one of at most kDirectBuffers pool buffers
+// (or, read in place, one of kSharedReadBuffers); a reader that finds none
+// free reads through the page cache.
 constexpr uint64_t kDirectChunk = 1u << 20;
 constexpr size_t kDirectBuffers = 8;
 
@@ -285,7 +286,9 @@ class ValueLog::Impl {
   // of reading threads; one that grew past 2 x kDirectChunk (a huge
   // record) is freed when returned. Their memory: about 8 x 1 MiB.
   AlignedBufferPool direct_buffers_{kDirectBuffers, 2 * kDirectChunk};
-  // Buffers of runs read in place; as many idle ones are kept as above.
+  // Buffers of runs read in place: at most kSharedReadBuffers of up to
+  // 2 x kDirectChunk (capacity grows by half on reuse), kDirectBuffers of
+  // them kept idle.
   AlignedBufferPool shared_buffers_{kSharedReadBuffers, 2 * kDirectChunk, kDirectBuffers};
 
   std::atomic<uint64_t> records_appended_{0}, bytes_appended_{0}, records_read_{0},
@@ -925,7 +928,8 @@ void ValueLog::Impl::ReadRunBuffered(Segment& seg, std::span<ReadRequest*> run) 
 void ValueLog::Impl::ReadRunDirect(Segment& seg, std::span<ReadRequest*> run) {
   // The run's aligned cover lands in a pool buffer; each record's data is
   // copied out of it into its request's buffer and checked there, or, when
-  // every request takes its data in place, checked and left where it is.
+  // every request takes its data in place and a shared buffer is free,
+  // checked and left where it is.
   constexpr uint64_t kAlign = File::kDirectAlign;
   const uint64_t start = run.front()->ptr.offset;
   const uint64_t end = uint64_t{run.back()->ptr.offset} + run.back()->ptr.record_size();
@@ -1107,6 +1111,7 @@ Stats ValueLog::Impl::stats() const {
   s.bytes_appended = bytes_appended_.load();
   s.records_read = records_read_.load();
   s.records_in_place = records_in_place_.load();
+  s.shared_buffers = shared_buffers_.lent();
   s.bytes_read = bytes_read_.load();
   s.preads = preads_.load();
   s.checksum_errors = checksum_errors_.load();

@@ -59,10 +59,10 @@ constexpr size_t kMinDirectWrite = 128u << 10;
 constexpr size_t kMinDirectRead = 512u << 10;
 // Runs read direct whose every request takes its data in place
 // (ReadRequest::in_place) land in one of at most this many buffers of about
-// 1 MiB, each allocated while any record in it is referenced: a sequential
-// reader's prefetch window (an eighth of the data cache, 32 MiB by default)
-// and the reads in flight. When none is free, such a run is read as the
-// others are, into the requests' buffers.
+// 1 MiB (2 MiB at most), each allocated while any record in it is
+// referenced: a sequential reader's prefetch window (an eighth of the data
+// cache, 32 MiB by default) and the reads in flight. When none is free,
+// such a run is read as the others are, into the requests' buffers.
 constexpr size_t kSharedReadBuffers = 64;
 
 struct Options {
@@ -149,6 +149,7 @@ struct Stats {
   uint64_t bytes_appended = 0;     // record bytes, headers included
   uint64_t records_read = 0;
   uint64_t records_in_place = 0;   // ... of which left in a shared read buffer (in_place)
+  uint64_t shared_buffers = 0;     // shared read buffers referenced now (kSharedReadBuffers)
   uint64_t bytes_read = 0;         // bytes requested from segment files
   uint64_t preads = 0;             // file reads by Read/ReadMany (one per run of adjacent records)
   uint64_t checksum_errors = 0;    // records that failed verification
